@@ -1,0 +1,178 @@
+"""Count the calls and bytes of every collective a block of code runs.
+
+    with CommCounter() as cc:
+        dist.all_reduce(grad)
+    cc.calls["all_reduce"], cc.bytes_sent["all_reduce"]
+
+Every torch.distributed call, whether from our code, DDP or FSDP, reaches the backend through a
+dispatcher operator in the ``c10d`` namespace (``c10d::allreduce_``, ``c10d::send``, ...), so a
+``TorchDispatchMode`` sees them all, on gloo and on NCCL alike. For each call we record the
+payload ``S`` (the full, unsharded tensor) and the group size ``n``, and book the bytes this rank
+sends: exactly, for point-to-point ``send``; under the ring algorithm (``cost.collective_bytes``)
+for the collectives, since how a backend really moves the bytes is not visible from Python.
+
+On Linux, ``wire_bytes`` also reports what this process actually wrote to its sockets and files
+(``wchar`` in ``/proc/self/io``) during the block: on gloo, whose transport is TCP, that is a
+genuine measurement of the traffic (plus a few headers and anything printed).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from .cost import collective_bytes
+
+__all__ = ["Call", "CommCounter"]
+
+# c10d operator -> (our op name, where the full-size payload is: "in", "out", or None)
+_OPS = {
+    "allreduce_": ("all_reduce", "in"),
+    "allreduce_coalesced_": ("all_reduce", "in"),
+    "_allgather_base_": ("all_gather", "out"),
+    "allgather_": ("all_gather", "out"),
+    "allgather_into_tensor_coalesced_": ("all_gather", "out"),
+    "_reduce_scatter_base_": ("reduce_scatter", "in"),
+    "reduce_scatter_": ("reduce_scatter", "in"),
+    "reduce_scatter_tensor_coalesced_": ("reduce_scatter", "in"),
+    "alltoall_base_": ("all_to_all", "in"),
+    "alltoall_": ("all_to_all", "in"),
+    "broadcast_": ("broadcast", "in"),
+    "reduce_": ("reduce", "in"),
+    "scatter_": ("scatter", "out"),
+    "gather_": ("gather", "in"),
+    "send": ("send", "in"),
+    "recv_": ("recv", "in"),
+    "recv_any_source_": ("recv", "in"),
+    "barrier": ("barrier", None),
+}
+# (input argument, output argument) positions of each operator's tensors
+_IN_OUT = {
+    "allreduce_": (0, 0),
+    "allreduce_coalesced_": (0, 0),
+    "_allgather_base_": (1, 0),
+    "allgather_": (1, 0),
+    "allgather_into_tensor_coalesced_": (1, 0),
+    "_reduce_scatter_base_": (1, 0),
+    "reduce_scatter_": (1, 0),
+    "reduce_scatter_tensor_coalesced_": (1, 0),
+    "alltoall_base_": (1, 0),
+    "alltoall_": (1, 0),
+    "scatter_": (1, 0),
+    "gather_": (1, 0),
+}
+
+
+@dataclass(frozen=True)
+class Call:
+    op: str  # our name: "all_reduce", "send", ...
+    payload_bytes: int  # S: the full tensor (all-gather: the output; others: the input)
+    bytes_sent: int | float  # by this rank: exact for send, the ring formula for collectives
+    world_size: int  # size of the group the call ran on
+
+
+def _nbytes(x: Any) -> int:
+    if isinstance(x, torch.Tensor):
+        return x.numel() * x.element_size()
+    if isinstance(x, (list, tuple)):
+        return sum(_nbytes(y) for y in x)
+    return 0
+
+
+def _group_size(args: tuple) -> int:
+    for a in args:
+        if isinstance(a, torch.ScriptObject):
+            try:
+                return dist.ProcessGroup.unbox(a).size()
+            except Exception:  # not a process group (a ReduceOp, a Work)
+                continue
+    return dist.get_world_size()
+
+
+def _wchar() -> int | None:
+    try:
+        with open("/proc/self/io") as f:
+            for line in f:
+                if line.startswith("wchar:"):
+                    return int(line.split()[1])
+    except OSError:
+        return None
+    return None
+
+
+class CommCounter(TorchDispatchMode):
+    """Context manager counting collective calls and bytes sent by this rank, per op."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.log: list[Call] = []
+        self.wire_bytes: int | None = None
+        self._wchar0: int | None = None
+
+    def __enter__(self) -> CommCounter:
+        self._wchar0 = _wchar()
+        return super().__enter__()
+
+    def __exit__(self, *exc: Any) -> None:
+        end = _wchar()
+        if self._wchar0 is not None and end is not None:
+            self.wire_bytes = end - self._wchar0
+        return super().__exit__(*exc)
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001
+        out = func(*args, **(kwargs or {}))
+        if func.namespace == "c10d" and func._opname in _OPS:
+            self.log.append(self._book(func._opname, args))
+        return out
+
+    def _book(self, name: str, args: tuple) -> Call:
+        op, where = _OPS[name]
+        n = _group_size(args)
+        if where is None:
+            return Call(op, 0, 0, n)
+        i_in, i_out = _IN_OUT.get(name, (0, 0))
+        payload = _nbytes(args[i_out] if where == "out" else args[i_in])
+        if op == "send":
+            sent: int | float = payload
+        elif op in ("all_reduce", "reduce_scatter", "all_gather", "all_to_all"):
+            sent = collective_bytes(op, payload, n)
+        else:  # receiving, or a rooted collective whose traffic depends on the rank's place
+            sent = 0
+        return Call(op, payload, sent, n)
+
+    @property
+    def calls(self) -> Counter:
+        """Number of calls per op."""
+        return Counter(c.op for c in self.log)
+
+    @property
+    def bytes_sent(self) -> Counter:
+        """Bytes this rank sent per op (exact for send; ring formula for collectives)."""
+        total: Counter = Counter()
+        for c in self.log:
+            total[c.op] += c.bytes_sent
+        return total
+
+    @property
+    def payload_bytes(self) -> Counter:
+        """Sum of full tensor sizes per op."""
+        total: Counter = Counter()
+        for c in self.log:
+            total[c.op] += c.payload_bytes
+        return total
+
+    @property
+    def total_bytes_sent(self) -> int | float:
+        return sum(c.bytes_sent for c in self.log)
+
+    def table(self) -> str:
+        """A printable summary: one row per op."""
+        rows = [f"{'op':<16}{'calls':>7}{'payload B':>14}{'sent B':>14}"]
+        for op, k in sorted(self.calls.items()):
+            rows.append(f"{op:<16}{k:>7}{self.payload_bytes[op]:>14,}{self.bytes_sent[op]:>14,.0f}")
+        return "\n".join(rows)

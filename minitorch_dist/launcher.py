@@ -1,0 +1,469 @@
+"""Run one function on N ranks: forked CPU processes on gloo, or the processes torchrun started.
+
+    results = launch(fn, 4, x)        # fn(rank, world_size, x) on 4 emulated ranks, in rank order
+
+The same user code runs in three places:
+
+* a notebook cell, pytest or a script: ``launch`` forks ``world_size`` CPU processes (functions
+  defined in a notebook work, because fork needs no pickling), joins them in a gloo process group,
+  captures what each prints, and relays it after the join in rank order;
+* a GPU box or a cluster: run the script with ``torchrun --nproc_per_node=8 script.py``; ``launch``
+  sees torchrun's environment and runs ``fn`` once, in this process, on NCCL;
+* a notebook on a GPU box: ``torchrun(script, nproc)`` runs such a script and relays its output.
+
+It never hangs: the store listens on a port the OS picks, the process group and the whole launch
+carry a timeout, a failing rank is reported by number with its traceback (the root cause, not a
+victim that merely saw the connection close), and no child outlives the call.
+"""
+
+from __future__ import annotations
+
+import faulthandler
+import io
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+import warnings
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import timedelta
+from multiprocessing import connection
+from typing import Any
+
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+__all__ = [
+    "LaunchError",
+    "RankError",
+    "RankTimeoutError",
+    "launch",
+    "torchrun",
+    "under_torchrun",
+]
+
+# Errors a rank raises only because another rank went away first: never the root cause.
+_VICTIM = re.compile(
+    r"Connection closed by peer|Connection reset|Broken pipe|EOF|closed by remote|"
+    r"Socket Timeout|ECONNRESET|Transport endpoint",
+    re.IGNORECASE,
+)
+_TIMEOUT = re.compile(r"timed out|timeout", re.IGNORECASE)
+_GRACE_S = 3.0  # after the first failure, how long the other ranks get to report theirs
+
+
+class LaunchError(RuntimeError):
+    """A launch of emulated ranks failed."""
+
+
+class RankError(LaunchError):
+    """A rank raised. ``rank`` is the root cause; ``traceback_text`` is that rank's traceback."""
+
+    def __init__(self, message: str, rank: int, exc_type: str, traceback_text: str) -> None:
+        super().__init__(message)
+        self.rank = rank
+        self.exc_type = exc_type
+        self.traceback_text = traceback_text
+
+
+class RankTimeoutError(LaunchError, TimeoutError):
+    """Ranks did not finish within the timeout: usually a collective that not every rank called."""
+
+    def __init__(self, message: str, ranks: list[int]) -> None:
+        super().__init__(message)
+        self.ranks = ranks
+
+
+@dataclass
+class _Report:
+    rank: int
+    ok: bool
+    value: Any = None
+    exc_type: str = ""
+    message: str = ""
+    traceback_text: str = ""
+    at: float = 0.0  # time.monotonic() when the exception was caught (shared clock after fork)
+
+
+def under_torchrun() -> bool:
+    """True inside a process started by torchrun (or any launcher that sets RANK/WORLD_SIZE)."""
+    return all(k in os.environ for k in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"))
+
+
+def launch(
+    fn: Callable[..., Any],
+    world_size: int,
+    *args: Any,
+    timeout: float = 60.0,
+    ranks: int | Sequence[int] | str = 0,
+    backend: str = "gloo",
+) -> list[Any]:
+    """Run ``fn(rank, world_size, *args)`` on ``world_size`` ranks; return results in rank order.
+
+    ``timeout`` (seconds) bounds the whole launch and every collective inside it. ``ranks`` picks
+    whose output is relayed: ``0`` (default), a list of ranks, or ``"all"``; with more than one,
+    each line is prefixed ``[rank k]``. Inside torchrun, ``fn`` runs once for this process's rank
+    and the returned list holds every rank's result (gathered with ``all_gather_object``).
+    """
+    if not isinstance(world_size, int) or world_size < 1:
+        raise ValueError(f"world_size must be an int >= 1, got {world_size!r}")
+    if not timeout > 0:
+        raise ValueError(f"timeout must be > 0 seconds, got {timeout!r}")
+    if backend not in ("gloo", "nccl"):
+        raise ValueError(f"backend must be 'gloo' or 'nccl', got {backend!r}")
+    shown = _shown_ranks(ranks, world_size)
+    if under_torchrun():
+        return _run_in_torchrun(fn, world_size, args, timeout)
+    if backend == "nccl":
+        if torch.cuda.device_count() < world_size:
+            raise ValueError(
+                f"backend='nccl' needs one GPU per rank: world_size={world_size} but "
+                f"{torch.cuda.device_count()} GPU(s) are visible"
+            )
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        raise LaunchError(
+            "CUDA is already initialised in this process, so it cannot fork emulated ranks. "
+            "Run the code as a script with torchrun (minitorch_dist.torchrun(script, nproc)) "
+            "or restart the kernel and launch before touching CUDA."
+        )
+    return _fork_and_join(fn, world_size, args, timeout, shown, backend)
+
+
+def _shown_ranks(ranks: int | Sequence[int] | str, world_size: int) -> list[int]:
+    if ranks == "all":
+        return list(range(world_size))
+    chosen = [ranks] if isinstance(ranks, int) else list(ranks)
+    for r in chosen:
+        if not isinstance(r, int) or not 0 <= r < world_size:
+            raise ValueError(f"ranks to show must be in 0..{world_size - 1} or 'all', got {r!r}")
+    return chosen
+
+
+def _fork_and_join(
+    fn: Callable[..., Any],
+    world_size: int,
+    args: tuple,
+    timeout: float,
+    shown: list[int],
+    backend: str,
+) -> list[Any]:
+    ctx = mp.get_context("fork")
+    # A socket listening on a port the OS chose (two launches never collide); rank 0 serves the
+    # rendezvous store on it. The parent starts no store thread of its own: forking a process
+    # while a store thread holds a lock can leave a child deadlocked.
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(128)
+    logdir = tempfile.mkdtemp(prefix="minitorch_dist_")
+    logs = [os.path.join(logdir, f"rank{r}.log") for r in range(world_size)]
+    procs, conns = [], []
+    try:
+        with warnings.catch_warnings():
+            # Python >= 3.12 warns when forking a multi-threaded process (a Jupyter kernel is one).
+            warnings.filterwarnings("ignore", message=".*fork.*", category=DeprecationWarning)
+            for rank in range(world_size):
+                ours, theirs = ctx.Pipe(duplex=True)
+                p = ctx.Process(
+                    target=_child,
+                    args=(
+                        fn,
+                        rank,
+                        world_size,
+                        args,
+                        listener,
+                        timeout,
+                        logs[rank],
+                        theirs,
+                        backend,
+                    ),
+                    daemon=True,
+                )
+                p.start()
+                theirs.close()
+                procs.append(p)
+                conns.append(ours)
+        reports, unfinished = _collect(procs, conns, timeout)
+        _dump_stacks([procs[r] for r in unfinished])
+        if len(reports) == world_size and all(rep.ok for rep in reports.values()):
+            for c in conns:  # everyone finished: let the ranks tear the group down together
+                c.send("exit")
+    finally:
+        for p in procs:
+            if p.is_alive():
+                p.kill()
+            p.join(timeout=5)
+        for c in conns:
+            c.close()
+        output = [_read(path) for path in logs]
+        stacks = [_read(path + ".stack") for path in logs]
+        shutil.rmtree(logdir, ignore_errors=True)
+        listener.close()
+    _relay(output, shown)
+    _raise_if_failed(reports, unfinished, world_size, timeout, stacks)
+    return [reports[r].value for r in range(world_size)]
+
+
+def _collect(procs: list, conns: list, timeout: float) -> tuple[dict[int, _Report], list[int]]:
+    """Wait for every rank's report; stop early once a failure has had time to propagate."""
+    reports: dict[int, _Report] = {}
+    deadline = time.monotonic() + timeout
+    pending = dict(enumerate(conns))
+    exited: set[int] = set()
+    while len(reports) + len(exited - set(reports)) < len(procs):
+        now = time.monotonic()
+        if now >= deadline:
+            break
+        waitables = list(pending.values()) + [
+            p.sentinel for r, p in enumerate(procs) if r not in exited
+        ]
+        ready = connection.wait(waitables, timeout=min(0.5, deadline - now))
+        for r, c in list(pending.items()):
+            if c in ready:
+                try:
+                    reports[r] = c.recv()
+                except (EOFError, OSError):
+                    pass  # the rank died without reporting; its sentinel tells us
+                del pending[r]
+        for r, p in enumerate(procs):
+            if p.sentinel in ready and r not in pending:
+                exited.add(r)
+        if any(not rep.ok for rep in reports.values()):
+            deadline = min(deadline, time.monotonic() + _GRACE_S)
+    for r, p in enumerate(procs):
+        if r not in reports and not p.is_alive() and r not in pending:
+            reports[r] = _Report(
+                r,
+                False,
+                exc_type="ProcessDied",
+                message=_death(p),
+                traceback_text="(no Python traceback: the process itself died)\n",
+                at=1e18,
+            )
+    unfinished = [r for r in range(len(procs)) if r not in reports]
+    return reports, unfinished
+
+
+def _dump_stacks(procs: list) -> None:
+    """Ask stuck ranks to write their Python stacks into their logs (shown with the error)."""
+    for p in procs:
+        if p.is_alive():
+            os.kill(p.pid, signal.SIGUSR1)
+    if procs:
+        time.sleep(0.3)
+
+
+def _where(rank: int, log: str) -> str:
+    """The user frames of a stuck rank's faulthandler dump (addresses dropped: output stays stable)."""
+    frames = [
+        line.strip()
+        for line in log.splitlines()
+        if line.startswith("  File ") and "multiprocessing" not in line
+    ]
+    return f"\nrank {rank} was stuck at:\n    " + "\n    ".join(frames[:6]) if frames else ""
+
+
+def _death(p: Any) -> str:
+    code = p.exitcode
+    return f"process exited with code {code} without reporting" + (
+        f" (signal {-code})" if code is not None and code < 0 else ""
+    )
+
+
+def _raise_if_failed(
+    reports: dict[int, _Report],
+    unfinished: list[int],
+    world_size: int,
+    timeout: float,
+    stacks: list[str],
+) -> None:
+    failed = [rep for rep in reports.values() if not rep.ok]
+    # A crash is a failure that is neither a timeout nor a victim of another rank going away.
+    crashes = [
+        rep for rep in failed if not (_VICTIM.search(rep.message) or _TIMEOUT.search(rep.message))
+    ]
+    if crashes:
+        root = min(crashes, key=lambda rep: (rep.at, rep.rank))
+        others = sorted(rep.rank for rep in failed if rep is not root)
+        also = f" (then ranks {others} failed too)" if others else ""
+        raise RankError(
+            f"rank {root.rank} of {world_size} failed with {root.exc_type}: "
+            f"{root.message}{also}\n\n--- traceback of rank {root.rank} ---\n"
+            f"{root.traceback_text}",
+            rank=root.rank,
+            exc_type=root.exc_type,
+            traceback_text=root.traceback_text,
+        )
+    if unfinished or failed:
+        stuck = sorted(set(unfinished) | {rep.rank for rep in failed})
+        done = sorted(set(range(world_size)) - set(stuck))
+        raise RankTimeoutError(
+            f"ranks {stuck} of {world_size} did not finish within timeout={timeout:g} s "
+            f"(finished: {done}). A rank waiting in a collective that another rank never "
+            "called looks like this; check that every rank calls the same collectives in the "
+            "same order." + "".join(_where(r, stacks[r]) for r in unfinished),
+            ranks=stuck,
+        )
+
+
+def _child(
+    fn: Callable[..., Any],
+    rank: int,
+    world_size: int,
+    args: tuple,
+    listener: socket.socket,
+    timeout: float,
+    log_path: str,
+    conn: Any,
+    backend: str,
+) -> None:
+    # Forked after the parent ran multi-threaded ops, intra-op threads would deadlock the child.
+    torch.set_num_threads(1)
+    log = open(log_path, "w", buffering=1)
+    os.dup2(log.fileno(), 1)  # C++ writes (gloo, c10d warnings) land in the same file
+    os.dup2(log.fileno(), 2)
+    sys.stdout = sys.stderr = io.TextIOWrapper(os.fdopen(1, "wb", buffering=0), write_through=True)
+    stacks = open(log_path + ".stack", "w")
+    faulthandler.register(signal.SIGUSR1, file=stacks, all_threads=False)  # see _dump_stacks
+    report = _Report(rank, False)
+    try:
+        if backend == "nccl":
+            torch.cuda.set_device(rank)
+        port = listener.getsockname()[1]
+        if rank == 0:  # serve the store on the socket the parent opened
+            store = dist.TCPStore(
+                "127.0.0.1",
+                port,
+                world_size,
+                True,
+                timeout=timedelta(seconds=timeout),
+                wait_for_workers=False,
+                master_listen_fd=listener.fileno(),
+            )
+        else:
+            listener.close()
+            store = dist.TCPStore(
+                "127.0.0.1", port, world_size, False, timeout=timedelta(seconds=timeout)
+            )
+        dist.init_process_group(
+            backend,
+            store=store,
+            rank=rank,
+            world_size=world_size,
+            timeout=timedelta(seconds=timeout),
+        )
+        value = fn(rank, world_size, *args)
+        report = _Report(rank, True, value=value)
+    except BaseException as e:  # noqa: BLE001 - every failure must reach the parent
+        report = _Report(
+            rank,
+            False,
+            exc_type=type(e).__name__,
+            message=str(e).strip().splitlines()[0] if str(e).strip() else "",
+            # drop this frame: the traceback starts in the user's function
+            traceback_text="".join(traceback.format_exception(type(e), e, e.__traceback__.tb_next)),
+            at=time.monotonic(),
+        )
+    sys.stdout.flush()
+    try:
+        conn.send(report)
+    except Exception as e:  # the return value did not pickle
+        report = _Report(
+            rank, False, exc_type=type(e).__name__, message=f"result not picklable: {e}"
+        )
+        conn.send(report)
+    if report.ok:
+        # Keep our connections open until every rank is done: a rank still waiting in a
+        # collective we skipped must time out (a clear error), not see "connection closed".
+        try:
+            conn.recv()
+        except EOFError:
+            pass
+        if dist.is_initialized():
+            dist.destroy_process_group()
+    conn.close()
+
+
+def _read(path: str) -> str:
+    if not os.path.exists(path):
+        return ""
+    with open(path, errors="replace") as f:
+        return f.read()
+
+
+def _relay(output: list[str], shown: list[int]) -> None:
+    for r in shown:
+        text = output[r]
+        if not text:
+            continue
+        if len(shown) > 1:
+            text = "".join(f"[rank {r}] {line}" for line in text.splitlines(keepends=True))
+        print(text, end="" if text.endswith("\n") else "\n")
+    sys.stdout.flush()
+
+
+def _run_in_torchrun(
+    fn: Callable[..., Any], world_size: int, args: tuple, timeout: float
+) -> list[Any]:
+    """Inside torchrun: this process is one rank. NCCL when each local rank has its own GPU."""
+    env_world = int(os.environ["WORLD_SIZE"])
+    if world_size != env_world:
+        raise ValueError(f"world_size={world_size} but torchrun started {env_world} processes")
+    rank, local_rank = int(os.environ["RANK"]), int(os.environ.get("LOCAL_RANK", 0))
+    local_world = int(os.environ.get("LOCAL_WORLD_SIZE", env_world))
+    use_nccl = torch.cuda.is_available() and torch.cuda.device_count() >= local_world
+    if use_nccl:
+        torch.cuda.set_device(local_rank)
+    created = not dist.is_initialized()
+    if created:
+        dist.init_process_group(
+            "nccl" if use_nccl else "gloo",
+            timeout=timedelta(seconds=timeout),
+            **({"device_id": torch.device("cuda", local_rank)} if use_nccl else {}),
+        )
+    value = fn(rank, world_size, *args)
+    results: list[Any] = [None] * world_size
+    dist.all_gather_object(results, value)
+    if created:
+        dist.destroy_process_group()
+    return results
+
+
+def torchrun(
+    script: str,
+    nproc: int,
+    *script_args: str,
+    nnodes: int = 1,
+    timeout: float = 600.0,
+    echo: bool = True,
+) -> str:
+    """Run ``torchrun --standalone --nproc_per_node=nproc script args`` and relay its output.
+
+    The GPU path from a notebook (where fork is impossible once CUDA is initialised) and the
+    exact command a user types on a cluster. Returns the combined output; a non-zero exit
+    raises ``LaunchError`` carrying the output's tail.
+    """
+    if nproc < 1:
+        raise ValueError(f"nproc must be >= 1, got {nproc}")
+    if nnodes != 1:
+        raise ValueError("torchrun() from Python runs one node; for several, see the README")
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone"]
+    cmd += [f"--nproc_per_node={nproc}", script, *script_args]
+    env = dict(os.environ, OMP_NUM_THREADS=os.environ.get("OMP_NUM_THREADS", "1"))
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
+    except subprocess.TimeoutExpired as e:
+        raise RankTimeoutError(f"torchrun did not finish within {timeout:g} s", ranks=[]) from e
+    out = proc.stdout + proc.stderr
+    if echo:
+        print(proc.stdout, end="")
+    if proc.returncode != 0:
+        raise LaunchError(f"torchrun exited with code {proc.returncode}:\n{out[-4000:]}")
+    return out
