@@ -1,0 +1,188 @@
+"""The launcher: results in rank order, relayed output, and errors instead of hangs."""
+
+from __future__ import annotations
+
+import os
+import textwrap
+import threading
+import time
+
+import pytest
+import torch
+import torch.distributed as dist
+
+from minitorch_dist import launch
+from minitorch_dist.launcher import RankError, RankTimeoutError, torchrun
+
+
+def _children() -> list[int]:
+    """Pids of live (non-zombie) processes whose parent is this one."""
+    me, kids = os.getpid(), []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[1]) == me and fields[0] != "Z":
+                kids.append(int(entry))
+    return kids
+
+
+needs_proc = pytest.mark.skipif(not os.path.isdir("/proc"), reason="needs /proc (Linux)")
+
+
+def _sum_ranks(rank: int, world_size: int, scale: int) -> float:
+    t = torch.tensor([float(rank)])
+    dist.all_reduce(t)
+    return scale * rank + t.item()
+
+
+@pytest.mark.parametrize("world_size", [1, 2, 4, 8])
+def test_results_come_back_in_rank_order(world_size: int) -> None:
+    """Catches results gathered in completion order, or a process group that is not joined."""
+    total = sum(range(world_size))
+    assert launch(_sum_ranks, world_size, 100) == [100 * r + total for r in range(world_size)]
+
+
+def test_closures_work_like_notebook_functions() -> None:
+    """Catches a start method that pickles the function (spawn cannot run notebook code)."""
+    offset = 7
+    assert launch(lambda rank, ws: rank + offset, 3) == [7, 8, 9]
+
+
+def test_output_of_rank0_by_default_and_all_ranks_in_order(capsys: pytest.CaptureFixture) -> None:
+    """Catches interleaved or lost child output."""
+
+    def hello(rank: int, world_size: int) -> None:
+        time.sleep(0.05 * (world_size - rank))  # finish in reverse order on purpose
+        print(f"hello from {rank}")
+
+    launch(hello, 4)
+    assert capsys.readouterr().out == "hello from 0\n"
+    launch(hello, 4, ranks="all")
+    assert capsys.readouterr().out == "".join(f"[rank {r}] hello from {r}\n" for r in range(4))
+    launch(hello, 4, ranks=[3, 1])
+    assert capsys.readouterr().out == "[rank 3] hello from 3\n[rank 1] hello from 1\n"
+
+
+@needs_proc
+def test_crash_in_rank_2_names_rank_2_quickly() -> None:
+    """Catches reporting a victim's 'connection closed' instead of the rank that raised."""
+
+    def crash(rank: int, world_size: int) -> None:
+        if rank == 2:
+            raise ValueError("bad shard in rank 2")
+        t = torch.ones(3)
+        dist.all_reduce(t)  # the other ranks wait here for rank 2, which never comes
+        dist.all_reduce(t)
+
+    start = time.monotonic()
+    with pytest.raises(RankError) as info:
+        launch(crash, 4, timeout=60)
+    assert time.monotonic() - start < 30
+    assert info.value.rank == 2
+    assert info.value.exc_type == "ValueError"
+    assert "rank 2 of 4 failed with ValueError: bad shard in rank 2" in str(info.value)
+    assert "raise ValueError" in info.value.traceback_text
+    assert _children() == []
+
+
+@needs_proc
+def test_rank_that_skips_a_collective_times_out() -> None:
+    """Catches a launch that hangs for gloo's default 30 minutes, or leaves the waiters alive."""
+
+    def skip(rank: int, world_size: int) -> None:
+        if rank != 3:
+            dist.all_reduce(torch.ones(2))
+
+    start = time.monotonic()
+    with pytest.raises(RankTimeoutError) as info:
+        launch(skip, 4, timeout=3)
+    assert time.monotonic() - start < 3 + 2  # the timeout, plus joining and stack dumps
+    assert info.value.ranks == [0, 1, 2]
+    assert "did not finish within timeout=3 s" in str(info.value)
+    assert "rank 0 was stuck at" in str(info.value)
+    assert _children() == []
+
+
+@needs_proc
+def test_a_rank_that_dies_without_python_is_named() -> None:
+    """Catches a hard exit (segfault, os._exit) being reported as a hang."""
+
+    def die(rank: int, world_size: int) -> None:
+        if rank == 1:
+            os._exit(3)
+        dist.barrier()
+
+    with pytest.raises(RankError) as info:
+        launch(die, 3, timeout=20)
+    assert info.value.rank == 1 and "exited with code 3" in str(info.value)
+    assert _children() == []
+
+
+def test_two_launches_at_once_do_not_collide() -> None:
+    """Catches a fixed or reused port: two concurrent process groups would cross-connect."""
+    results: dict[int, list] = {}
+
+    def run(key: int) -> None:
+        results[key] = launch(_sum_ranks, 4, key, timeout=60)
+
+    threads = [threading.Thread(target=run, args=(k,)) for k in (10, 20)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=90)
+    assert results == {k: [k * r + 6 for r in range(4)] for k in (10, 20)}
+
+
+def test_unpicklable_result_is_an_error_not_a_hang() -> None:
+    """Catches a child blocked forever on a result the pipe cannot carry."""
+    with pytest.raises(RankError, match="not picklable"):
+        launch(lambda rank, ws: threading.Lock(), 2, timeout=20)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"world_size": 0}, "world_size must be an int >= 1"),
+        ({"world_size": 2, "timeout": 0}, "timeout must be > 0"),
+        ({"world_size": 2, "backend": "mpi"}, "backend must be 'gloo' or 'nccl'"),
+        ({"world_size": 2, "ranks": 5}, "ranks to show must be in 0..1"),
+    ],
+)
+def test_bad_arguments_raise_value_error(kwargs: dict, message: str) -> None:
+    """Catches bad arguments surfacing as a hang or a deep torch error."""
+    ws = kwargs.pop("world_size")
+    with pytest.raises(ValueError, match=message):
+        launch(_sum_ranks, ws, 1, **kwargs)
+
+
+def test_torchrun_runs_the_same_user_function(tmp_path, monkeypatch) -> None:  # noqa: ANN001
+    """Catches the torchrun path drifting from the emulated one (the GPU and cluster path)."""
+    script = tmp_path / "job.py"
+    script.write_text(
+        textwrap.dedent(
+            """
+            import os
+            import torch, torch.distributed as dist
+            from minitorch_dist import launch
+
+            def work(rank, world_size):
+                device = "cuda" if dist.get_backend() == "nccl" else "cpu"
+                t = torch.tensor([rank + 1.0], device=device)
+                dist.all_reduce(t)
+                return t.item()
+
+            if __name__ == "__main__":
+                results = launch(work, 2)
+                if os.environ["RANK"] == "0":
+                    print("results", results)
+            """
+        )
+    )
+    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([repo, os.environ.get("PYTHONPATH", "")]))
+    out = torchrun(str(script), 2, timeout=120, echo=False)
+    assert "results [3.0, 3.0]" in out, out
