@@ -1,0 +1,135 @@
+"""Llama configurations: one flat frozen dataclass, and presets of real published checkpoints.
+
+The numbers come from the Hugging Face ``config.json`` of each checkpoint, which follow the papers:
+Llama 2 (Touvron et al. 2023, "Llama 2: Open Foundation and Fine-Tuned Chat Models") and Llama 3 /
+3.1 (Dubey et al. 2024, "The Llama 3 Herd of Models"). The architecture every preset shares:
+
+- token embedding, ``layers`` pre-norm blocks, final RMSNorm, untied output head, no biases;
+- attention with grouped-query attention (GQA, Ainslie et al. 2023): ``heads`` query heads share
+  ``kv_heads`` key/value heads, so ``wk`` and ``wv`` map ``hidden -> kv_hidden``;
+- rotary position embeddings (RoPE, Su et al. 2021, "RoFormer"), which add no parameters;
+- a SwiGLU MLP (Shazeer 2020, "GLU Variants Improve Transformer") with three matrices w1, w2, w3.
+
+``num_params()`` counts exactly those tensors, so it reproduces the published checkpoint sizes
+(6,738,415,616 for Llama-2-7B; 8,030,261,248 for Llama-3-8B; ...). The ``tiny`` preset is the lab
+model: same shape of architecture, small enough to train in seconds on two CPU cores.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+_POSITIVE_INT_FIELDS = (
+    "vocab_size",
+    "hidden",
+    "layers",
+    "heads",
+    "kv_heads",
+    "ffn_hidden",
+    "max_seq_len",
+)
+
+
+@dataclass(frozen=True)
+class LlamaConfig:
+    """Shape of a Llama-family decoder. Symbols: V=vocab_size, h=hidden, L=layers, f=ffn_hidden."""
+
+    name: str  # preset name, or any label for a custom config
+    vocab_size: int  # V: number of token ids (rows of the embedding, columns of the head)
+    hidden: int  # h = d_model: width of the residual stream
+    layers: int  # L: number of transformer blocks
+    heads: int  # query heads; head_dim = hidden // heads
+    kv_heads: int  # key/value heads (GQA); == heads is plain multi-head attention, 1 is MQA
+    ffn_hidden: int  # f: SwiGLU intermediate size (w1, w3: h -> f; w2: f -> h)
+    max_seq_len: int  # longest sequence the RoPE tables are built for
+    norm_eps: float  # epsilon inside RMSNorm's square root
+    rope_theta: float  # RoPE base: frequencies are theta^(-2i/head_dim)
+    tie_embeddings: bool = False  # share embedding and head weights (no published preset does)
+
+    def __post_init__(self) -> None:
+        for field in _POSITIVE_INT_FIELDS:
+            value = getattr(self, field)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{field} must be >= 1, got {value!r}")
+        if self.hidden % self.heads:
+            raise ValueError(f"hidden={self.hidden} is not divisible by heads={self.heads}")
+        if self.heads % self.kv_heads:
+            raise ValueError(f"heads={self.heads} is not divisible by kv_heads={self.kv_heads}")
+        if self.head_dim % 2:
+            raise ValueError(f"head_dim={self.head_dim} must be even for RoPE (pairs of dims)")
+        if not self.norm_eps > 0:
+            raise ValueError(f"norm_eps must be > 0, got {self.norm_eps}")
+        if not self.rope_theta > 0:
+            raise ValueError(f"rope_theta must be > 0, got {self.rope_theta}")
+
+    @property
+    def head_dim(self) -> int:
+        """Width of one attention head: hidden // heads."""
+        return self.hidden // self.heads
+
+    @property
+    def kv_hidden(self) -> int:
+        """Width of the key (and of the value) projection: kv_heads * head_dim."""
+        return self.kv_heads * self.head_dim
+
+    @classmethod
+    def from_preset(cls, name: str) -> LlamaConfig:
+        """The config of a published checkpoint (or ``tiny``, the lab model) by name."""
+        if name not in PRESETS:
+            raise ValueError(f"unknown preset {name!r}; valid names: {', '.join(preset_names())}")
+        return PRESETS[name]
+
+    def param_counts(self) -> dict[str, int]:
+        """Parameters by component; the values sum to :meth:`num_params`.
+
+        embedding: V*h · attention: L*(2*h*h + 2*h*kv_hidden) (wq, wo: h->h; wk, wv: h->kv_hidden)
+        mlp: L*3*h*f · norms: (2L + 1)*h (two RMSNorm weights per block, one final) ·
+        head: V*h, or 0 when tied to the embedding.
+        """
+        h, kv, f, L, V = self.hidden, self.kv_hidden, self.ffn_hidden, self.layers, self.vocab_size
+        return {
+            "embedding": V * h,
+            "attention": L * (2 * h * h + 2 * h * kv),
+            "mlp": L * 3 * h * f,
+            "norms": (2 * L + 1) * h,
+            "head": 0 if self.tie_embeddings else V * h,
+        }
+
+    def num_params(self) -> int:
+        """Exact parameter count (equals ``sum(p.numel() for p in Llama(cfg).parameters())``)."""
+        return sum(self.param_counts().values())
+
+
+def _llama2(
+    name: str, hidden: int, layers: int, heads: int, kv_heads: int, ffn: int
+) -> LlamaConfig:
+    return LlamaConfig(name, 32000, hidden, layers, heads, kv_heads, ffn, 4096, 1e-5, 10000.0)
+
+
+def _llama3(
+    name: str, hidden: int, layers: int, heads: int, kv_heads: int, ffn: int
+) -> LlamaConfig:
+    # Llama 3.1 raises max_position_embeddings to 131072; the 8B/70B here are the 8192-token Llama 3.
+    seq = 131072 if name.startswith("llama-3.1") else 8192
+    return LlamaConfig(name, 128256, hidden, layers, heads, kv_heads, ffn, seq, 1e-5, 500000.0)
+
+
+PRESETS: dict[str, LlamaConfig] = {
+    c.name: c
+    for c in (
+        # name, hidden, layers, heads, kv_heads, ffn_hidden (from each checkpoint's config.json)
+        _llama2("llama-2-7b", 4096, 32, 32, 32, 11008),
+        _llama2("llama-2-13b", 5120, 40, 40, 40, 13824),
+        _llama2("llama-2-70b", 8192, 80, 64, 8, 28672),
+        _llama3("llama-3-8b", 4096, 32, 32, 8, 14336),
+        _llama3("llama-3-70b", 8192, 80, 64, 8, 28672),
+        _llama3("llama-3.1-405b", 16384, 126, 128, 8, 53248),
+        # The lab model: byte-level vocabulary, 2 blocks, GQA 4:2, ffn ~ 8/3 * hidden rounded to 16.
+        LlamaConfig("tiny", 256, 64, 2, 4, 2, 176, 256, 1e-5, 10000.0),
+    )
+}
+
+
+def preset_names() -> list[str]:
+    """Names accepted by :meth:`LlamaConfig.from_preset`, in table order."""
+    return list(PRESETS)
