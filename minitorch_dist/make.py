@@ -1,0 +1,89 @@
+"""The README's two commands: build the book, run every test. Standard library only.
+
+    python3 -m minitorch_dist.make book     # create .venv if needed, execute and build the book
+    python3 -m minitorch_dist.make test     # lint, unit + graded tests, nbval, student release,
+                                            # and the strict book build
+
+Both create ``.venv`` beside this repository and install the package with its book and test
+extras the first time (and again whenever pyproject.toml changes). Set ``PIP_CONSTRAINT`` to pin
+versions, as CI does (``.ci/constraints.txt``: the CPU torch already on the build machine).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import sys
+import time
+import venv
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+VENV = ROOT / ".venv"
+BIN = VENV / ("Scripts" if os.name == "nt" else "bin")
+PY = BIN / ("python.exe" if os.name == "nt" else "python")
+STAMP = VENV / ".minitorch_dist-installed"
+
+BOOK = ["jupyter-book", "build", ".", "-W", "-n", "--keep-going"]
+PYTEST = [
+    "-m", "pytest", "tests", "labs",
+    "--nbval", "--nbval-sanitize-with", "tests/nbval_sanitize.cfg",
+    "--timeout", "900",
+]  # fmt: skip
+
+
+def _run(cmd: list[str], **kw) -> None:
+    print("+", " ".join(str(c) for c in cmd), flush=True)
+    subprocess.run(cmd, cwd=ROOT, check=True, **kw)
+
+
+def ensure_env() -> None:
+    """Create .venv and install the package (editable) with its extras, once per pyproject."""
+    if sys.version_info < (3, 10):  # noqa: UP036 - this file runs before anything is installed
+        sys.exit(f"Python >= 3.10 is needed, this is {sys.version.split()[0]}")
+    if not PY.exists():
+        print(f"creating {VENV}", flush=True)
+        venv.EnvBuilder(with_pip=True).create(VENV)
+    key = hashlib.sha256(
+        (ROOT / "pyproject.toml").read_bytes() + os.environ.get("PIP_CONSTRAINT", "").encode()
+    ).hexdigest()
+    if STAMP.exists() and STAMP.read_text() == key:
+        return
+    _run([str(PY), "-m", "pip", "install", "-q", "--upgrade", "pip"])
+    _run([str(PY), "-m", "pip", "install", "-q", "-e", ".[book,test]"])
+    STAMP.write_text(key)
+
+
+def book() -> None:
+    _run([str(BIN / BOOK[0]), *BOOK[1:]])
+    print(f"book written to {ROOT / '_build' / 'html' / 'index.html'}")
+
+
+def test() -> None:
+    _run([str(BIN / "ruff"), "check", "."])
+    _run([str(BIN / "ruff"), "format", "--check", "."])
+    _run([str(PY), *PYTEST])
+    book()
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv not in (["book"], ["test"]):
+        print(__doc__, file=sys.stderr)
+        return 2
+    start = time.monotonic()
+    env = dict(os.environ, PYTHONHASHSEED="0", MPLBACKEND="Agg")
+    os.environ.update(env)
+    try:
+        ensure_env()
+        book() if argv == ["book"] else test()
+    except subprocess.CalledProcessError as e:
+        print(f"\nFAILED: {' '.join(map(str, e.cmd))} (exit {e.returncode})", file=sys.stderr)
+        return 1
+    print(f"done in {time.monotonic() - start:.0f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,168 @@
+"""The student release and the grader: grading is real only if the stubs make every test fail."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from minitorch_dist.grade import grade, gradescope_json
+from minitorch_dist.release import MARKER_FILE, SolutionBlockError, make_release, strip_solutions
+
+ROOT = Path(__file__).resolve().parent.parent
+GRADED = " or ".join(f"lab{i:02d}" for i in range(100))
+in_student_release = pytest.mark.skipif(
+    (ROOT / MARKER_FILE).exists(), reason="this is a student release; these check the instructor's"
+)
+
+
+def test_stub_keeps_indentation_and_names_the_task() -> None:
+    """Catches a stub at the wrong indentation (a SyntaxError) or without its task id."""
+    src = textwrap.dedent(
+        '''
+        def f(x):
+            """Doc stays."""
+            if x < 0:
+                raise ValueError("x must be >= 0")
+            # BEGIN SOLUTION lab01.1: square it
+            y = x * x
+            return y
+            # END SOLUTION
+        '''
+    )
+    out, tasks = strip_solutions(src)
+    assert tasks == ["lab01.1"]
+    assert '    raise NotImplementedError("lab01.1: square it")\n' in out
+    assert "x * x" not in out and '"""Doc stays."""' in out and "x must be >= 0" in out
+    namespace: dict = {}
+    exec(out, namespace)
+    with pytest.raises(NotImplementedError, match="lab01.1: square it"):
+        namespace["f"](2)
+
+
+@pytest.mark.parametrize(
+    ("src", "message"),
+    [
+        ("# BEGIN SOLUTION lab01.1\nx = 1\n", "never ended"),
+        ("x = 1\n# END SOLUTION\n", "END SOLUTION without a BEGIN"),
+        ("# BEGIN SOLUTION lab1.ex\n# END SOLUTION\n", "must look like lab01.2"),
+        (
+            "# BEGIN SOLUTION lab01.1\n# BEGIN SOLUTION lab01.2\n# END SOLUTION\n",
+            "inside the block",
+        ),
+    ],
+)
+def test_malformed_blocks_are_errors(src: str, message: str) -> None:
+    """Catches a release that silently ships a solution because a marker was mistyped."""
+    with pytest.raises(SolutionBlockError, match=message):
+        strip_solutions(src)
+
+
+def test_grader_scores_and_writes_gradescope_json(tmp_path: Path) -> None:
+    """Catches a grader that counts unmarked tests, or fails a student for lacking a GPU."""
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_x.py").write_text(
+        textwrap.dedent(
+            """
+            import pytest
+
+            @pytest.mark.lab07
+            def test_pass(): pass
+
+            @pytest.mark.lab07
+            def test_fail(): raise NotImplementedError("lab07.1: do it")
+
+            @pytest.mark.lab08
+            @pytest.mark.skip(reason="needs a GPU")
+            def test_gpu(): pass
+
+            def test_not_graded(): raise AssertionError
+            """
+        )
+    )
+    results = grade(tmp_path)
+    by_name = {r.name.split("::")[-1]: r for r in results}
+    assert set(by_name) == {"test_pass", "test_fail", "test_gpu"}
+    assert by_name["test_pass"].status == "passed" and by_name["test_fail"].status == "failed"
+    assert "lab07.1: do it" in by_name["test_fail"].output
+    assert by_name["test_gpu"].status == "skipped" and "needs a GPU" in by_name["test_gpu"].output
+    report = gradescope_json(results, 1.0)
+    assert report["score"] == 1
+    assert sum(t["max_score"] for t in report["tests"]) == 2  # the GPU test is not held against
+    assert "lab07" in report["output"] and "1/2" in report["output"]
+
+
+@pytest.fixture(scope="module")
+def release(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
+    dest = tmp_path_factory.mktemp("student") / "edition"
+    return dest, make_release(ROOT, dest)
+
+
+@in_student_release
+def test_release_has_no_solutions_left(release: tuple[Path, dict]) -> None:
+    """Catches solution code leaking into the student edition, and notebooks shipped executed."""
+    dest, counts = release
+    assert counts, "no solution blocks found in the instructor source"
+    assert (dest / MARKER_FILE).exists()
+    shipped = [*(dest / "minitorch_dist").rglob("*.py"), *(dest / "labs").glob("*.ipynb")]
+    for path in shipped:
+        if path.name == "release.py":
+            continue  # the tool's docstring shows the markers
+        text = path.read_text()
+        assert "BEGIN SOLUTION" not in text and "END SOLUTION" not in text, path
+    for nb in (dest / "labs").glob("*.ipynb"):
+        for cell in json.loads(nb.read_text())["cells"]:
+            assert not cell.get("outputs"), f"{nb.name} ships outputs"
+
+
+def _graded_ids(root: Path) -> set[str]:
+    out = subprocess.run(
+        [sys.executable, "-m", "pytest", "tests", "--collect-only", "-q", "-m", GRADED,
+         "-p", "no:cacheprovider"],
+        cwd=root, capture_output=True, text=True, check=False,
+    ).stdout  # fmt: skip
+    return {line.strip() for line in out.splitlines() if "::" in line}
+
+
+@in_student_release
+def test_every_graded_test_fails_on_the_release(release: tuple[Path, dict]) -> None:
+    """The grading is real: in the student edition the package imports, and every graded test
+    fails with NotImplementedError (not an import error, not a hang, not a pass)."""
+    dest, _ = release
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env["PYTHONPATH"] = str(dest)
+    imports = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(
+            """
+            import importlib, pkgutil, minitorch_dist
+            print(minitorch_dist.__file__)
+            for m in pkgutil.walk_packages(minitorch_dist.__path__, "minitorch_dist."):
+                if m.name != "minitorch_dist.__main__":
+                    importlib.import_module(m.name)
+            """
+        )],
+        cwd=dest, env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert imports.returncode == 0, imports.stderr
+    assert imports.stdout.strip().startswith(str(dest)), "imported the instructor's package"
+
+    results_path = dest / "results.json"
+    run = subprocess.run(
+        [sys.executable, "-m", "minitorch_dist.grade", "--results", str(results_path)],
+        cwd=dest, env=env, capture_output=True, text=True, timeout=1800,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    tests = json.loads(results_path.read_text())["tests"]
+    assert {t["name"] for t in tests} == _graded_ids(ROOT), "graded tests differ from the source"
+    for t in tests:
+        if t["output"].startswith("skipped: "):
+            continue  # a GPU test on a machine without one
+        assert t["status"] == "failed", f"{t['name']} passes on the student release"
+        assert "NotImplementedError" in t["output"], (
+            f"{t['name']} failed for another reason:\n{t['output']}"
+        )
