@@ -1,0 +1,215 @@
+"""Closed-form memory accounting (lab 1, tasks lab01.1 and lab01.2).
+
+Expected values are computed here from the papers' formulas, independently of the package:
+ZeRO (Rajbhandari et al. 2020, section 3.1 and 5, Figure 1) and Korthikanti et al. 2022 (Table 2).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from minitorch_dist.memory import (
+    activation_bytes,
+    bytes_per_param,
+    format_bytes,
+    llama_activation_breakdown,
+    llama_activation_bytes,
+    model_state_bytes,
+)
+from minitorch_dist.models import LlamaConfig
+
+PSI = 7_500_000_000  # ZeRO's running example: a 7.5B-parameter model on N = 64 GPUs
+
+
+def states(params: int, grads: int, optimizer: int, offloaded: int = 0) -> dict:
+    return {"params": params, "grads": grads, "optimizer": optimizer,
+            "total": params + grads + optimizer, "offloaded": offloaded}  # fmt: skip
+
+
+# -- lab01.1: model states ------------------------------------------------------------------
+@pytest.mark.lab01
+def test_mixed_adam_is_16_bytes_per_param() -> None:
+    """Catches a wrong K: mixed-precision Adam is 2 + 2 + 12 bytes per parameter (ZeRO 3.1)."""
+    assert model_state_bytes(1000) == states(2000, 2000, 12000)
+    assert model_state_bytes(PSI)["total"] == 120_000_000_000  # ZeRO Figure 1, baseline
+
+
+@pytest.mark.lab01
+def test_fp32_grad_buffer_recipe_is_20_bytes_per_param() -> None:
+    """Catches forgetting the fp32 gradient accumulation buffer (it is gradient memory)."""
+    assert model_state_bytes(1000, recipe="mixed_fp32_grads") == states(2000, 6000, 12000)
+
+
+@pytest.mark.lab01
+def test_fp32_recipe_has_no_master_copy() -> None:
+    """Catches counting an fp32 master copy when the params already are fp32: 4 + 4 + 8."""
+    assert model_state_bytes(1000, recipe="fp32") == states(4000, 4000, 8000)
+
+
+@pytest.mark.lab01
+@pytest.mark.parametrize(
+    ("recipe", "optimizer", "optim_bytes"),
+    [("mixed", "sgd", 4), ("mixed", "sgd_momentum", 8), ("fp32", "sgd", 0),
+     ("fp32", "sgd_momentum", 4), ("mixed_fp32_grads", "sgd", 4)],
+)  # fmt: skip
+def test_sgd_optimizer_states(recipe: str, optimizer: str, optim_bytes: int) -> None:
+    """Catches SGD keeping Adam's two states, or losing the master copy of a mixed recipe."""
+    got = model_state_bytes(10, recipe=recipe, optimizer=optimizer)
+    assert got["optimizer"] == 10 * optim_bytes
+    assert bytes_per_param(recipe, optimizer)["optimizer"] == optim_bytes
+
+
+@pytest.mark.lab01
+def test_bytes_per_param_table() -> None:
+    """Catches a recipe table that disagrees with model_state_bytes at one parameter."""
+    for recipe, total in (("mixed", 16), ("mixed_fp32_grads", 20), ("fp32", 16)):
+        per = bytes_per_param(recipe, "adam")
+        assert per["total"] == total == per["params"] + per["grads"] + per["optimizer"]
+        one = model_state_bytes(1, recipe=recipe)
+        assert {k: one[k] for k in per} == per
+
+
+@pytest.mark.lab01
+def test_zero_stages_per_rank_formulas() -> None:
+    """Catches sharding the wrong states per stage: 4P+12P/N, 2P+14P/N, 16P/N (ZeRO section 5)."""
+    n = 64
+    assert model_state_bytes(PSI, zero_stage=1, dp=n)["total"] == 4 * PSI + 12 * PSI // n
+    assert model_state_bytes(PSI, zero_stage=2, dp=n)["total"] == 2 * PSI + 14 * PSI // n
+    assert model_state_bytes(PSI, zero_stage=3, dp=n)["total"] == 16 * PSI // n
+    # ZeRO Figure 1 rounds these to 31.4, 16.6 and 1.9 GB
+    gb = [round(model_state_bytes(PSI, zero_stage=k, dp=n)["total"] / 1e9, 1) for k in (1, 2, 3)]
+    assert gb == [31.4, 16.6, 1.9]
+    assert model_state_bytes(PSI, zero_stage=0, dp=n) == model_state_bytes(PSI)  # DDP replicates
+
+
+@pytest.mark.lab01
+def test_zero_uneven_count_rounds_shard_up() -> None:
+    """Catches floor division: 10 params over 4 ranks is a padded shard of 3 on every rank."""
+    assert model_state_bytes(10, zero_stage=1, dp=4) == states(20, 20, 36)
+    assert model_state_bytes(10, zero_stage=2, dp=4) == states(20, 6, 36)
+    assert model_state_bytes(10, zero_stage=3, dp=4) == states(6, 6, 36)
+
+
+@pytest.mark.lab01
+def test_offload_moves_optimizer_states_to_cpu() -> None:
+    """Catches offload leaving the fp32 states on the device, or dropping them from the books."""
+    assert model_state_bytes(1000, offload=True) == states(2000, 2000, 0, offloaded=12000)
+    got = model_state_bytes(1000, zero_stage=2, dp=8, offload=True)
+    assert got == states(2000, 250, 0, offloaded=1500)
+
+
+def test_model_state_validation() -> None:
+    """Catches silently accepting impossible settings."""
+    with pytest.raises(ValueError, match="num_params must be >= 0, got -1"):
+        model_state_bytes(-1)
+    with pytest.raises(ValueError, match="dp must be >= 1, got 0"):
+        model_state_bytes(10, dp=0)
+    with pytest.raises(ValueError, match="zero_stage must be one of 0, 1, 2, 3, got 4"):
+        model_state_bytes(10, zero_stage=4)
+    with pytest.raises(ValueError, match="recipe must be one of"):
+        model_state_bytes(10, recipe="fp8")
+    with pytest.raises(ValueError, match="optimizer must be one of"):
+        model_state_bytes(10, optimizer="lion")
+    with pytest.raises(ValueError, match="num_params must be an integer"):
+        model_state_bytes(1.5)  # type: ignore[arg-type]
+
+
+# -- lab01.2: activations -------------------------------------------------------------------
+GPT3 = dict(seq_len=2048, hidden=12288, heads=96, layers=96)  # GPT-3 175B, Korthikanti Table 3
+
+
+@pytest.mark.lab01
+def test_gpt3_activations_rival_its_parameters() -> None:
+    """Catches a wrong coefficient: GPT-3 at b=1 stores 275.4 GB, 79% of its 350 GB of 16-bit
+    params. Per layer 34*2048*12288 + 5*96*2048^2 = 855,638,016 + 2,013,265,920 bytes."""
+    got = activation_bytes(micro_batch=1, **GPT3)
+    assert got == 96 * (855_638_016 + 2_013_265_920) == 275_414_777_856
+    assert 0.78 < got / (2 * 175e9) < 0.79
+    assert activation_bytes(micro_batch=4, **GPT3) == 4 * got  # linear in b
+
+
+@pytest.mark.lab01
+def test_tensor_and_sequence_parallel_forms() -> None:
+    """Catches dividing the replicated 10sbh by t without sequence parallelism (Table 2)."""
+    s, b, h, a, t = 2048, 1, 12288, 96, 8
+    sbh = s * b * h
+    assert activation_bytes(micro_batch=b, tp=t, **GPT3) == 96 * (
+        10 * sbh + 24 * sbh // t + 5 * a * s * s * b // t
+    )
+    assert activation_bytes(micro_batch=b, tp=t, sp=True, **GPT3) == 96 * (
+        (34 * sbh + 5 * a * s * s * b) // t
+    )
+    no_tp = activation_bytes(micro_batch=b, **GPT3)
+    assert activation_bytes(micro_batch=b, sp=True, **GPT3) == no_tp  # sp alone is a no-op
+
+
+@pytest.mark.lab01
+def test_selective_and_full_recompute() -> None:
+    """Catches selective recompute keeping the as^2b attention scores, or full keeping more than
+    the layer input: selective + sp = 34sbh/t, full = 2sbh (2sbh/t with sp)."""
+    sbh = 2048 * 12288
+    kw = dict(micro_batch=1, seq_len=2048, hidden=12288, heads=96)
+    assert activation_bytes(recompute="selective", **kw) == 34 * sbh
+    assert activation_bytes(recompute="selective", tp=8, sp=True, **kw) == 34 * sbh // 8
+    assert activation_bytes(recompute="selective", tp=8, **kw) == 10 * sbh + 24 * sbh // 8
+    assert activation_bytes(recompute="full", layers=3, **kw) == 3 * 2 * sbh
+    assert activation_bytes(recompute="full", tp=8, **kw) == 2 * sbh
+    assert activation_bytes(recompute="full", tp=8, sp=True, **kw) == 2 * sbh // 8
+
+
+def test_activation_validation() -> None:
+    """Catches heads or hidden that tensor parallelism cannot split, and unknown policies."""
+    kw = dict(seq_len=8, micro_batch=1, hidden=768)
+    with pytest.raises(ValueError, match="heads=12 is not divisible by tp=8"):
+        activation_bytes(heads=12, tp=8, **kw)
+    with pytest.raises(ValueError, match="hidden=770 is not divisible by tp=4"):
+        activation_bytes(seq_len=8, micro_batch=1, hidden=770, heads=4, tp=4)
+    with pytest.raises(ValueError, match="recompute must be one of none, selective, full"):
+        activation_bytes(heads=12, recompute="some", **kw)
+    with pytest.raises(ValueError, match="seq_len must be >= 1, got 0"):
+        activation_bytes(seq_len=0, micro_batch=1, hidden=768, heads=12)
+    with pytest.raises(ValueError, match="micro_batch must be an integer"):
+        activation_bytes(seq_len=8, micro_batch=1.0, hidden=768, heads=12)  # type: ignore[arg-type]
+
+
+TINY = LlamaConfig.from_preset("tiny")  # V=256, h=64, L=2, H=4, kv=32, f=176, d=16
+
+
+@pytest.mark.lab01
+def test_llama_estimate_hand_count() -> None:
+    """Catches a missing or doubled term, on numbers counted by hand for b=2, s=8, fp32 (p=4):
+    per block 4(8*1024 + 2*16*32 + 4*16*176 + 2*16) + 4*16*4 = 82,304; rope 4*2*8*16 = 1,024;
+    final norm 4(3*1024 + 16) = 12,352; loss 4*16*256 + 8*16 + 8 = 16,520."""
+    got = llama_activation_breakdown(TINY, seq_len=8, micro_batch=2, dtype_bytes=4)
+    assert got == {"blocks": 2 * 82_304, "rope": 1_024, "final_norm": 12_352, "loss": 16_520}
+    assert llama_activation_bytes(TINY, seq_len=8, micro_batch=2, dtype_bytes=4) == 194_504
+
+
+@pytest.mark.lab01
+def test_llama_recompute_policies() -> None:
+    """Catches selective recompute dropping more than the fused attention's fp32 logsumexp
+    (4bHs), or full recompute keeping more than each block's input (p bsh)."""
+    kw = dict(seq_len=8, micro_batch=2, dtype_bytes=2)
+    none = llama_activation_breakdown(TINY, **kw)
+    selective = llama_activation_breakdown(TINY, recompute="selective", **kw)
+    full = llama_activation_breakdown(TINY, recompute="full", **kw)
+    assert none["blocks"] - selective["blocks"] == TINY.layers * 4 * 2 * 8 * TINY.heads
+    assert full["blocks"] == TINY.layers * 2 * 2 * 8 * TINY.hidden
+    for key in ("rope", "final_norm", "loss"):
+        assert none[key] == selective[key] == full[key]
+
+
+def test_llama_estimate_validation() -> None:
+    """Catches a silently wrong dtype size or policy name."""
+    with pytest.raises(ValueError, match="dtype_bytes must be >= 1"):
+        llama_activation_bytes(TINY, seq_len=8, micro_batch=1, dtype_bytes=0)
+    with pytest.raises(ValueError, match="recompute must be one of"):
+        llama_activation_bytes(TINY, seq_len=8, micro_batch=1, recompute="all")
+
+
+def test_format_bytes() -> None:
+    """Catches decimal units where the book uses binary ones (GiB = 2^30 bytes)."""
+    assert format_bytes(512) == "512 B"
+    assert format_bytes(1536) == "1.5 KiB"
+    assert format_bytes(13 * 2**30) == "13.0 GiB"
+    assert format_bytes(3 * 2**40) == "3.0 TiB"
