@@ -108,6 +108,9 @@ def launch(
 ) -> list[Any]:
     """Run ``fn(rank, world_size, *args)`` on ``world_size`` ranks; return results in rank order.
 
+    Outside torchrun the ranks are forked CPU processes on ``backend="gloo"``; under torchrun the
+    backend is NCCL when every local rank has a GPU (gloo otherwise), whatever ``backend`` says.
+
     ``timeout`` (seconds) bounds the whole launch and every collective inside it. ``ranks`` picks
     whose output is relayed: ``0`` (default), a list of ranks, or ``"all"``; with more than one,
     each line is prefixed ``[rank k]``. Inside torchrun, ``fn`` runs once for this process's rank
@@ -123,12 +126,11 @@ def launch(
     if under_torchrun():
         return _run_in_torchrun(fn, world_size, args, timeout)
     if backend == "nccl":
-        if torch.cuda.device_count() < world_size:
-            raise ValueError(
-                f"backend='nccl' needs one GPU per rank: world_size={world_size} but "
-                f"{torch.cuda.device_count()} GPU(s) are visible"
-            )
-    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        raise ValueError(
+            "backend='nccl' needs one process per GPU started by torchrun (forked processes "
+            "cannot use CUDA): run the script with torchrun, or minitorch_dist.torchrun(script, n)"
+        )
+    if torch.cuda.is_initialized():
         raise LaunchError(
             "CUDA is already initialised in this process, so it cannot fork emulated ranks. "
             "Run the code as a script with torchrun (minitorch_dist.torchrun(script, nproc)) "
@@ -334,8 +336,6 @@ def _child(
     faulthandler.register(signal.SIGUSR1, file=stacks, all_threads=False)  # see _dump_stacks
     report = _Report(rank, False)
     try:
-        if backend == "nccl":
-            torch.cuda.set_device(rank)
         port = listener.getsockname()[1]
         if rank == 0:  # serve the store on the socket the parent opened
             store = dist.TCPStore(
