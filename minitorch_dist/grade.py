@@ -84,7 +84,11 @@ def grade(
             if not LAB_MARKER.match(lab):
                 raise ValueError(f"lab names look like 'lab01', got {lab!r}")
     loaded = sys.modules.get("minitorch_dist")
-    if loaded is not None and (root / "minitorch_dist").is_dir() and root not in Path(loaded.__file__).resolve().parents:
+    if (
+        loaded is not None
+        and (root / "minitorch_dist").is_dir()
+        and root not in Path(loaded.__file__).resolve().parents
+    ):
         raise ValueError(
             f"this process already imported minitorch_dist from {Path(loaded.__file__).parent}; "
             f"grade from inside the repository you grade: cd {root} && python -m minitorch_dist.grade"

@@ -23,6 +23,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
+
+# Entering any TorchDispatchMode imports torch._dynamo (~2 s). Import it here, once, so that
+# emulated ranks forked after this module loads inherit it instead of each paying again.
+import torch._dynamo  # noqa: F401 (see the comment above)
 import torch.distributed as dist
 from torch.utils._python_dispatch import TorchDispatchMode
 

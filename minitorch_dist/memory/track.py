@@ -36,6 +36,10 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
+
+# Entering any TorchDispatchMode imports torch._dynamo (~2 s). Import it here, once, so that
+# emulated ranks forked after this module loads inherit it instead of each paying again.
+import torch._dynamo  # noqa: F401 (see the comment above)
 from torch.optim.optimizer import (
     register_optimizer_step_post_hook,
     register_optimizer_step_pre_hook,
