@@ -3,6 +3,7 @@
     python3 -m minitorch_dist.make book     # create .venv if needed, execute and build the book
     python3 -m minitorch_dist.make test     # lint, unit + graded tests, nbval, student release,
                                             # and the strict book build
+    python3 -m minitorch_dist.make execute labs/lab01_*.ipynb   # re-execute notebooks in place
 
 Both create ``.venv`` beside this repository and install the package with its book and test
 extras the first time (and again whenever pyproject.toml changes). Set ``PIP_CONSTRAINT`` to pin
@@ -67,8 +68,32 @@ def test() -> None:
     book()
 
 
+EXECUTE = """
+import sys, nbformat
+from pathlib import Path
+from nbclient import NotebookClient
+for name in sys.argv[1:]:
+    path = Path(name).resolve()
+    nb = nbformat.read(path, as_version=4)
+    NotebookClient(nb, timeout=600, kernel_name="python3", record_timing=False,
+                   store_widget_state=False, resources={"metadata": {"path": str(path.parent)}},
+                   ).execute()
+    nbformat.write(nb, path)
+    print("executed", name)
+"""
+
+
+def execute(notebooks: list[str]) -> None:
+    """Re-execute lab notebooks in place, leaving no timestamps or widget ids behind (for nbval)."""
+    _run([str(PY), "-c", EXECUTE, *notebooks])
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["execute"] and len(argv) > 1:
+        ensure_env()
+        execute(argv[1:])
+        return 0
     if argv not in (["book"], ["test"]):
         print(__doc__, file=sys.stderr)
         return 2

@@ -12,11 +12,12 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.mark.slow
-def test_lab00_passes_nbval_twice_in_a_row() -> None:
+@pytest.mark.parametrize("lab", ["lab00_hello_ranks", "lab01_where_the_memory_goes"])
+def test_lab_passes_nbval_twice_in_a_row(lab: str) -> None:
     """Catches output that changes from run to run (ports, pids, timings, warnings that come and
     go), which would make the committed outputs of a rank-launching notebook flaky."""
     cmd = [
-        sys.executable, "-m", "pytest", "--nbval", "labs/lab00_hello_ranks.ipynb",
+        sys.executable, "-m", "pytest", "--nbval", f"labs/{lab}.ipynb",
         "--nbval-sanitize-with", "tests/nbval_sanitize.cfg", "-q", "-p", "no:cacheprovider",
     ]  # fmt: skip
     for attempt in (1, 2):

@@ -1,0 +1,273 @@
+"""Figures of chapter 1: where the bytes of a training step go, predicted and measured.
+
+Every function returns a :class:`BookFigure` (a matplotlib ``Figure`` that shows itself as a PNG)
+built without pyplot, so nothing is shown twice in a notebook (the figure is shown once, as the
+cell's value or through myst-nb's ``glue``), nothing leaks between figures, and tests render them
+headless. They draw only what they are given: the numbers come from ``minitorch_dist.memory``
+(closed forms or a :class:`~minitorch_dist.memory.MemoryTracker`), never from constants in this
+file. Colours are fixed per category, so a category has the same colour in every figure.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from matplotlib.figure import Figure
+from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+
+from minitorch_dist.memory.estimate import bytes_per_param, format_bytes, model_state_bytes
+
+# One colour per category (matplotlib's tab10), the same in every figure.
+COLORS = {
+    "params": "#1f77b4",
+    "grads": "#ff7f0e",
+    "optimizer": "#2ca02c",
+    "activations": "#d62728",
+    "other": "#7f7f7f",
+}
+STATES = ("params", "grads", "optimizer")
+RESIDENTS = ("params", "grads", "optimizer", "activations")
+_UNITS = (("B", 1), ("KiB", 2**10), ("MiB", 2**20), ("GiB", 2**30), ("TiB", 2**40))
+
+
+class BookFigure(Figure):
+    """A matplotlib Figure that shows itself as a PNG in IPython without pyplot: Jupyter and
+    myst-nb display it even where no ``%matplotlib inline`` registered a formatter."""
+
+    def _repr_png_(self) -> bytes:
+        buffer = io.BytesIO()
+        self.savefig(buffer, format="png", dpi=100)
+        return buffer.getvalue()
+
+
+def _unit(largest: float) -> tuple[str, int]:
+    """The largest binary unit not above ``largest``: plot in MiB when the data are megabytes."""
+    name, factor = _UNITS[0]
+    for candidate, size in _UNITS:
+        if largest >= size:
+            name, factor = candidate, size
+    return name, factor
+
+
+def _timeline_samples(source: Any) -> list[tuple[int, str, dict[str, int]]]:
+    """Accept a MemoryTracker, the dict ``measure_step`` returns, or a timeline list."""
+    if hasattr(source, "timeline"):
+        source = source.timeline
+    elif isinstance(source, Mapping):
+        source = source["timeline"]
+    samples = list(source)
+    if not samples:
+        raise ValueError("the timeline is empty: was anything run under the tracker?")
+    return samples
+
+
+def plot_timeline(
+    source: Any,
+    *,
+    categories: Sequence[str] = ("params", "grads", "optimizer", "activations", "other"),
+    title: str | None = None,
+    skip_idle_start: bool = True,
+) -> Figure:
+    """Stacked area of live bytes by category over one step, one sample per operator.
+
+    ``source`` is a :class:`~minitorch_dist.memory.MemoryTracker`, the result of
+    :func:`~minitorch_dist.memory.measure_step`, or its ``timeline`` list of
+    ``(op_index, phase, {category: bytes})``. Phase changes (the tracker's ``mark`` calls) are
+    drawn as dotted lines labelled with the phase; the peak total is marked. With
+    ``skip_idle_start`` the samples before the first non-idle phase (making the batch) are left
+    out.
+    """
+    samples = _timeline_samples(source)
+    if skip_idle_start:
+        first = next((i for i, s in enumerate(samples) if s[1] != "idle"), 0)
+        samples = samples[first:]
+    xs = list(range(len(samples)))  # sample index: marks share an op index with an operator
+    totals = [sum(s[2].get(c, 0) for c in categories) for s in samples]
+    name, factor = _unit(max(totals))
+    shown = [c for c in categories if any(s[2].get(c, 0) for s in samples)]
+    ys = [[s[2].get(c, 0) / factor for s in samples] for c in shown]
+
+    fig = BookFigure(figsize=(8, 4.4), layout="constrained")
+    ax = fig.add_subplot()
+    ax.stackplot(xs, ys, labels=shown, colors=[COLORS.get(c, "#bcbd22") for c in shown],
+                 alpha=0.85, linewidth=0)  # fmt: skip
+    top = max(totals) / factor
+    changes = [i for i in range(len(samples)) if i == 0 or samples[i][1] != samples[i - 1][1]]
+    for k, start in enumerate(changes):
+        end = changes[k + 1] if k + 1 < len(changes) else len(samples) - 1
+        ax.axvline(start, color="black", linestyle=":", linewidth=0.8)
+        if end - start > len(samples) // 50:  # label the phases wide enough to hold a word
+            ax.text((start + end) / 2, top * 1.02, samples[start][1], ha="center", va="bottom",
+                    fontsize=9)  # fmt: skip
+    peak = max(range(len(totals)), key=totals.__getitem__)
+    ax.annotate(f"peak {format_bytes(totals[peak])}", xy=(peak, totals[peak] / factor),
+                xytext=(peak + len(samples) * 0.04, top * 0.8),
+                arrowprops={"arrowstyle": "->", "linewidth": 0.8}, fontsize=9)  # fmt: skip
+    ax.set_xlim(0, len(samples) - 1)
+    ax.set_ylim(0, top * 1.12)
+    ax.set_xlabel("operator calls in the step (one sample each)")
+    ax.set_ylabel(f"live tensor bytes ({name})")
+    fig.legend(loc="outside lower center", fontsize=8, ncols=len(shown))
+    ax.set_title(title or "Memory over one training step, measured")
+    return fig
+
+
+def plot_breakdown(
+    predicted: Mapping[str, int],
+    measured: Mapping[str, int],
+    *,
+    categories: Sequence[str] = RESIDENTS,
+    title: str | None = None,
+) -> Figure:
+    """Predicted and measured bytes side by side per category, with measured / predicted."""
+    name, factor = _unit(max(max(predicted[c], measured[c]) for c in categories))
+    fig = BookFigure(figsize=(7, 3.6), layout="constrained")
+    ax = fig.add_subplot()
+    width = 0.38
+    for i, category in enumerate(categories):
+        p, m = predicted[category], measured[category]
+        color = COLORS.get(category, "#bcbd22")
+        ax.bar(i - width / 2, p / factor, width, color=color, alpha=0.45, edgecolor=color,
+               hatch="//", label="predicted" if i == 0 else None)  # fmt: skip
+        ax.bar(i + width / 2, m / factor, width, color=color,
+               label="measured" if i == 0 else None)  # fmt: skip
+        ratio = f"{m / p:.4f}" if p else "n/a"
+        ax.text(i, max(p, m) / factor * 1.02, ratio, ha="center", va="bottom", fontsize=9)
+    ax.set_xticks(range(len(categories)), list(categories))
+    ax.set_ylabel(f"bytes ({name})")
+    ax.margins(y=0.15)
+    ax.legend(fontsize=8)
+    ax.set_title(title or "Predicted vs measured (number above: measured / predicted)")
+    return fig
+
+
+def _log_bytes_axis(ax: Any) -> None:
+    """A log y axis with ticks at powers of two, labelled in binary units (16.0 GiB, 1.0 TiB)."""
+    ax.set_yscale("log", base=2)
+    ax.yaxis.set_major_locator(LogLocator(base=2, numticks=8))
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _pos: format_bytes(v) if v > 0 else "0"))
+    ax.yaxis.set_minor_formatter(NullFormatter())
+
+
+def recipe_label(recipe: str, optimizer: str = "adam") -> str:
+    """``"16Ψ"`` for mixed precision + Adam: the bytes per parameter as the papers write them."""
+    return f"{bytes_per_param(recipe, optimizer)['total']}Ψ"
+
+
+def budget_table(
+    models: Mapping[str, int],
+    *,
+    recipes: Sequence[str] = ("mixed", "mixed_fp32_grads"),
+    device_bytes: int | None = None,
+) -> str:
+    """A markdown table of model-state bytes (one device, no sharding) per model and recipe.
+
+    ``models`` maps a label to a parameter count. With ``device_bytes``, a last column gives how
+    many such devices the first recipe's model states fill (rounded up) before any activation.
+    """
+    header = ["model", "parameters Ψ"] + [f"{recipe_label(r)} (`{r}`)" for r in recipes]
+    if device_bytes:
+        header.append(f"devices of {format_bytes(device_bytes)} for {recipe_label(recipes[0])}")
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" + "---:|" * (len(header) - 1)]
+    for label, n in models.items():
+        row = [label, f"{n:,}"]
+        row += [format_bytes(model_state_bytes(n, recipe=r)["total"]) for r in recipes]
+        if device_bytes:
+            row.append(str(-(-model_state_bytes(n, recipe=recipes[0])["total"] // device_bytes)))
+        lines.append("| " + " | ".join(row) + " |")
+    return "\n".join(lines)
+
+
+def plot_budget(
+    models: Mapping[str, int],
+    *,
+    recipes: Sequence[str] = ("mixed", "mixed_fp32_grads"),
+    device_bytes: int | None = None,
+    title: str | None = None,
+) -> Figure:
+    """Model-state bytes per model (log scale), one bar per recipe, and the device's capacity."""
+    fig = BookFigure(figsize=(8, 3.8), layout="constrained")
+    ax = fig.add_subplot()
+    width = 0.8 / len(recipes)
+    shades = ("#2ca02c", "#98df8a", "#17becf", "#9edae5")
+    for j, recipe in enumerate(recipes):
+        values = [model_state_bytes(n, recipe=recipe)["total"] for n in models.values()]
+        offsets = [i + (j - (len(recipes) - 1) / 2) * width for i in range(len(models))]
+        ax.bar(offsets, values, width, color=shades[j % len(shades)],
+               label=f"{recipe_label(recipe)} ({recipe})")  # fmt: skip
+    if device_bytes:
+        ax.axhline(device_bytes, color="black", linestyle="--", linewidth=1)
+        ax.text(len(models) - 0.5, device_bytes * 1.15, f"one device: {format_bytes(device_bytes)}",
+                ha="right", va="bottom", fontsize=8)  # fmt: skip
+    _log_bytes_axis(ax)
+    ax.set_xticks(range(len(models)), list(models), rotation=20, ha="right")
+    ax.set_ylabel("model states (bytes)")
+    ax.legend(fontsize=8, loc="upper left")
+    ax.set_title(title or "Parameters + gradients + Adam states, on one device")
+    return fig
+
+
+def plot_predictions(
+    results: Mapping[str, Mapping[str, int]],
+    *,
+    categories: Sequence[str] = RESIDENTS,
+    device_bytes: int | None = None,
+    title: str | None = None,
+) -> Figure:
+    """Horizontal stacked bars of per-rank bytes by category, one bar per configuration.
+
+    ``results`` maps a label to a :func:`~minitorch_dist.viz.predict` result (or any mapping with
+    the ``categories``). The static twin of the interactive predictor.
+    """
+    largest = max(max(sum(r[c] for c in categories) for r in results.values()), device_bytes or 0)
+    name, factor = _unit(largest)
+    fig = BookFigure(figsize=(8, 0.55 * len(results) + 1.6), layout="constrained")
+    ax = fig.add_subplot()
+    labels = list(results)
+    for category in categories:
+        left = [
+            sum(results[k][c] for c in categories[: categories.index(category)]) for k in labels
+        ]
+        ax.barh(range(len(labels)), [results[k][category] / factor for k in labels],
+                left=[x / factor for x in left], color=COLORS.get(category, "#bcbd22"),
+                label=category)  # fmt: skip
+    for i, k in enumerate(labels):
+        total = sum(results[k][c] for c in categories)
+        ax.text(total / factor, i, f" {format_bytes(total)}", va="center", fontsize=8)
+    if device_bytes:
+        ax.axvline(device_bytes / factor, color="black", linestyle="--", linewidth=1)
+    ax.set_yticks(range(len(labels)), labels, fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xlim(0, largest / factor * 1.18)
+    ax.set_xlabel(f"bytes per rank ({name})" + ("; dashed: one device" if device_bytes else ""))
+    ax.legend(fontsize=8, ncols=len(categories), loc="lower right")
+    ax.set_title(title or "Predicted memory per rank")
+    return fig
+
+
+def plot_activation_growth(
+    xs: Sequence[int],
+    series: Mapping[str, Sequence[int]],
+    *,
+    references: Mapping[str, int] | None = None,
+    xlabel: str = "sequence length s",
+    title: str | None = None,
+) -> Figure:
+    """Log-log lines of activation bytes against ``xs``, with horizontal reference levels (for
+    example the model states, 16Ψ) to see where activations overtake them."""
+    fig = BookFigure(figsize=(7, 3.8), layout="constrained")
+    ax = fig.add_subplot()
+    for label, ys in series.items():
+        ax.plot(xs, ys, marker="o", markersize=3, label=label)
+    for k, (label, level) in enumerate((references or {}).items()):
+        ax.axhline(level, color="black", linestyle=("--", ":", "-.")[k % 3], linewidth=1)
+        ax.text(xs[0], level * 1.12, label, fontsize=8, va="bottom")
+    ax.set_xscale("log", base=2)
+    _log_bytes_axis(ax)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel("bytes")
+    ax.legend(fontsize=8, loc="lower right")
+    ax.set_title(title or "Stored activations grow with batch and sequence")
+    return fig
