@@ -1,0 +1,158 @@
+"""FP8 quantisation with a scale per tensor or per block (lab02.4), and a simulated FP8 matmul.
+
+FP8 has 8 bits: E4M3 (max 448, 3 mantissa bits) for weights and activations, E5M2 (max 57344,
+2 mantissa bits) where range matters more, as for gradients (Micikevicius et al. 2022, section
+3). Its range is narrow -- E4M3 spans about five decades, fp32 about eighty -- so a tensor is
+stored as fp8 values q and a higher-precision scale s, x ~ s * q, with s chosen so the largest
+|x| maps to the format's largest value:
+
+    s = amax(|x|) / fp8_max,     q = fp8(x / s),     x_hat = s * q
+
+**Per-tensor** scaling uses one s for the whole tensor: a single outlier makes s large and pushes
+every ordinary value down into the subnormals, or to zero. DeepSeek-V3 (DeepSeek-AI 2024,
+section 3.3.2 and Figure 7) scales **per block** instead: activations in 1 x 128 tiles (one token,
+128 channels), weights in 128 x 128 blocks, so an outlier only costs precision in its own block.
+Each block's scale multiplies that block's partial sum, which the GPU accumulates in fp32
+(also section 3.3.2). On a CPU there is no fp8 matmul: :func:`fp8_matmul` dequantises both operands to
+fp32 and multiplies them there, which computes the same value as scaled fp8 products summed in
+fp32. On a GPU with fp8 tensor cores (compute capability 8.9 or more) ``native=True`` runs the
+real per-tensor-scaled kernel, ``torch._scaled_mm``.
+"""
+
+from __future__ import annotations
+
+import torch
+
+FP8_DTYPES = (torch.float8_e4m3fn, torch.float8_e5m2)
+
+
+def fp8_max(dtype: torch.dtype) -> float:
+    """The largest finite value of an fp8 dtype: 448 (E4M3) or 57344 (E5M2)."""
+    if dtype not in FP8_DTYPES:
+        raise ValueError(f"dtype must be torch.float8_e4m3fn or torch.float8_e5m2, got {dtype}")
+    return torch.finfo(dtype).max
+
+
+def _check_input(x: torch.Tensor) -> None:
+    if not isinstance(x, torch.Tensor) or not x.is_floating_point():
+        raise ValueError("x must be a floating-point tensor")
+    if not bool(torch.isfinite(x).all()):
+        raise ValueError("x must be finite: an inf or NaN has no fp8 scale")
+
+
+def quantize_per_tensor(
+    x: torch.Tensor, dtype: torch.dtype = torch.float8_e4m3fn
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(q, s)``: one fp32 scale s = amax(|x|) / fp8_max (1 for an all-zero x), q = fp8(x / s)."""
+    _check_input(x)
+    top = fp8_max(dtype)
+    # BEGIN SOLUTION lab02.4: one scale for the whole tensor, then cast x / s to fp8
+    amax = x.detach().abs().max().float()  # ()
+    scale = torch.where(amax > 0, amax / top, torch.ones_like(amax))  # ()
+    q = (x.float() / scale).to(dtype)  # same shape as x
+    return q, scale
+    # END SOLUTION
+
+
+def dequantize_per_tensor(q: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
+    """x_hat = s * q, in fp32."""
+    return q.float() * scale
+
+
+def _check_blocks(shape: torch.Size, block: tuple[int, int]) -> tuple[int, int]:
+    if len(shape) != 2:
+        raise ValueError(f"block scaling needs a 2-D tensor, got shape {tuple(shape)}")
+    if len(block) != 2 or any(not isinstance(b, int) or b < 1 for b in block):
+        raise ValueError(f"block must be two positive integers (rows, cols), got {block!r}")
+    if shape[0] % block[0] or shape[1] % block[1]:
+        raise ValueError(f"shape {tuple(shape)} must be divisible by the block {tuple(block)}")
+    return block
+
+
+def quantize_blockwise(
+    x: torch.Tensor, block: tuple[int, int] = (1, 128), dtype: torch.dtype = torch.float8_e4m3fn
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(q, scales)``: x (m, n) cut into (r, c) blocks, each with its own scale.
+
+    ``scales`` is (m / r, n / c) fp32, ``scales[i, j] = amax(|block i, j|) / fp8_max`` (1 for an
+    all-zero block), and each block of q is fp8(block / its scale): per-tensor quantisation
+    applied to every block. DeepSeek-V3 (section 3.3.2) uses (1, 128) for activations and
+    (128, 128) for weights.
+    """
+    _check_input(x)
+    r, c = _check_blocks(x.shape, block)
+    top = fp8_max(dtype)
+    m, n = x.shape
+    # BEGIN SOLUTION lab02.4: a scale per (r, c) block, then cast each block / its scale to fp8
+    blocks = x.detach().float().reshape(m // r, r, n // c, c)  # (m/r, r, n/c, c)
+    amax = blocks.abs().amax(dim=(1, 3))  # (m/r, n/c)
+    scales = torch.where(amax > 0, amax / top, torch.ones_like(amax))  # (m/r, n/c)
+    q = (blocks / scales[:, None, :, None]).to(dtype).reshape(m, n)  # (m, n)
+    return q, scales
+    # END SOLUTION
+
+
+def dequantize_blockwise(
+    q: torch.Tensor, scales: torch.Tensor, block: tuple[int, int] = (1, 128)
+) -> torch.Tensor:
+    """x_hat (m, n) in fp32: every (r, c) block of q times its scale."""
+    r, c = _check_blocks(q.shape, block)
+    full = scales.repeat_interleave(r, dim=0).repeat_interleave(c, dim=1)  # (m, n)
+    return q.float() * full
+
+
+def fp8_matmul(
+    a: torch.Tensor,
+    b: torch.Tensor,
+    *,
+    scaling: str = "block",
+    block: int = 128,
+    dtype: torch.dtype = torch.float8_e4m3fn,
+    native: bool = False,
+) -> torch.Tensor:
+    """a (m, k) @ b (k, n) with both operands quantised to fp8; the result is fp32 (m, n).
+
+    ``scaling="tensor"``: one scale per operand. ``scaling="block"``: DeepSeek-V3's layout, the
+    activations ``a`` in 1 x ``block`` tiles along k and the weights ``b`` in ``block`` x ``block``
+    blocks. ``native=True`` (per-tensor only) calls ``torch._scaled_mm`` on a CUDA GPU with fp8
+    tensor cores; otherwise the product is simulated in fp32 (module docstring).
+    """
+    if a.ndim != 2 or b.ndim != 2 or a.shape[1] != b.shape[0]:
+        raise ValueError(f"need a (m, k) and b (k, n), got {tuple(a.shape)} and {tuple(b.shape)}")
+    if scaling not in ("tensor", "block"):
+        raise ValueError(f"scaling must be 'tensor' or 'block', got {scaling!r}")
+    if native:
+        if scaling != "tensor" or not fp8_matmul_is_native(a.device):
+            raise ValueError("native=True needs scaling='tensor' and a CUDA GPU with fp8 (sm_89+)")
+        qa, sa = quantize_per_tensor(a, dtype)
+        qb, sb = quantize_per_tensor(b, dtype)
+        # _scaled_mm wants b column-major: the transpose of a row-major (n, k) tensor
+        qb = qb.t().contiguous().t()
+        return torch._scaled_mm(qa, qb, scale_a=sa, scale_b=sb, out_dtype=torch.float32)
+    if scaling == "tensor":
+        a_hat = dequantize_per_tensor(*quantize_per_tensor(a, dtype))  # (m, k)
+        b_hat = dequantize_per_tensor(*quantize_per_tensor(b, dtype))  # (k, n)
+    else:
+        a_hat = dequantize_blockwise(*quantize_blockwise(a, (1, block), dtype), (1, block))
+        b_hat = dequantize_blockwise(*quantize_blockwise(b, (block, block), dtype), (block, block))
+    return a_hat @ b_hat  # (m, k) @ (k, n) in fp32
+
+
+def fp8_matmul_is_native(device: torch.device | str = "cuda") -> bool:
+    """Whether ``device`` is a CUDA GPU with fp8 tensor cores (Ada or Hopper: sm_89 and up)."""
+    device = torch.device(device)
+    if device.type != "cuda" or not torch.cuda.is_available():
+        return False
+    return torch.cuda.get_device_capability(device) >= (8, 9)
+
+
+def relative_error(approx: torch.Tensor, exact: torch.Tensor, dim: int | None = -1) -> torch.Tensor:
+    """||approx - exact|| / ||exact|| along ``dim`` (per output row by default; None: the whole).
+
+    Per row, because an outlier row dominates a whole-tensor norm and hides the rows that lost
+    their precision.
+    """
+    diff, exact = (approx.double() - exact.double()), exact.double()
+    if dim is None:
+        return diff.norm() / exact.norm()
+    return diff.norm(dim=dim) / exact.norm(dim=dim)

@@ -1,0 +1,135 @@
+"""FP8 quantisation with per-tensor and per-block scales (lab 2, task lab02.4).
+
+The references are written here independently: the scale amax / fp8_max, torch's own cast of
+x / s, and, for blocks, the per-tensor recipe applied to each block in a loop.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from minitorch_dist.precision import (
+    dequantize_blockwise,
+    dequantize_per_tensor,
+    fp8_matmul,
+    fp8_matmul_is_native,
+    fp8_max,
+    quantize_blockwise,
+    quantize_per_tensor,
+    relative_error,
+)
+
+E4M3, E5M2 = torch.float8_e4m3fn, torch.float8_e5m2
+
+
+def randn(*shape: int, seed: int = 0) -> torch.Tensor:
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
+
+
+def reference(x: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+    scale = x.abs().max() / torch.finfo(dtype).max
+    return (x / scale).to(dtype), scale
+
+
+@pytest.mark.lab02
+@pytest.mark.parametrize("dtype", [E4M3, E5M2])
+def test_per_tensor_scale_maps_amax_to_the_format_max(dtype: torch.dtype) -> None:
+    """Catches a scale upside down (x * amax), the wrong maximum (e.g. 240 or 256 for E4M3), or
+    no scale at all: the largest |x| must land exactly on 448 (E4M3) or 57344 (E5M2)."""
+    x = randn(64, 48) * 1e-3
+    q, s = quantize_per_tensor(x, dtype)
+    want_q, want_s = reference(x, dtype)
+    assert q.dtype == dtype and q.shape == x.shape and s.dtype == torch.float32
+    torch.testing.assert_close(s, want_s, rtol=1e-6, atol=0)
+    assert q.float().abs().max().item() == fp8_max(dtype)
+    torch.testing.assert_close(
+        q.float(), want_q.float(), rtol=2 ** -torch.finfo(dtype).bits, atol=0
+    )
+    err = (dequantize_per_tensor(q, s) - x).abs()
+    normal = x.abs() / s >= torch.finfo(dtype).smallest_normal  # rounding: half a spacing
+    mant = {E4M3: 3, E5M2: 2}[dtype]
+    assert (err[normal] <= x.abs()[normal] * 2.0 ** -(mant + 1) * (1 + 1e-6)).all()
+
+
+@pytest.mark.lab02
+@pytest.mark.parametrize(("block", "shape"), [((1, 128), (8, 256)), ((128, 128), (256, 384)),
+                                              ((2, 4), (6, 8))])  # fmt: skip
+def test_blockwise_is_per_tensor_applied_to_every_block(block: tuple, shape: tuple) -> None:
+    """Catches blocks cut along the wrong axes (a reshape without the transpose), one scale per
+    row instead of per tile, or scales laid out in the wrong order."""
+    x = randn(*shape, seed=1)
+    x[0, :3] = 1e3  # an outlier in the first block only
+    q, scales = quantize_blockwise(x, block, E4M3)
+    r, c = block
+    assert scales.shape == (shape[0] // r, shape[1] // c) and q.shape == x.shape
+    for i in range(shape[0] // r):
+        for j in range(shape[1] // c):
+            tile = x[i * r : (i + 1) * r, j * c : (j + 1) * c]
+            want_q, want_s = reference(tile, E4M3)
+            torch.testing.assert_close(scales[i, j], want_s, rtol=1e-6, atol=0)
+            got = q[i * r : (i + 1) * r, j * c : (j + 1) * c].float()
+            torch.testing.assert_close(got, want_q.float(), rtol=2**-7, atol=0)
+    x_hat = dequantize_blockwise(q, scales, block)
+    assert relative_error(x_hat, x, None) < 0.05
+
+
+@pytest.mark.lab02
+def test_all_zero_blocks_get_scale_one() -> None:
+    """Catches 0 / 0 = NaN for a block (or tensor) of zeros, common after ReLU or padding."""
+    x = torch.zeros(4, 256)
+    x[0, 200] = 3.0
+    q, scales = quantize_blockwise(x, (1, 128))
+    assert torch.equal(scales[1:], torch.ones(3, 2)) and torch.isfinite(q.float()).all()
+    assert torch.equal(dequantize_blockwise(q, scales, (1, 128)), x)
+    q, s = quantize_per_tensor(torch.zeros(3))
+    assert s.item() == 1.0 and torch.equal(q.float(), torch.zeros(3))
+
+
+@pytest.mark.lab02
+def test_block_scaling_beats_per_tensor_with_outliers() -> None:
+    """Catches block scaling that is secretly per tensor: with a few entries 1e5 times the
+    others, one scale pushes ordinary values into fp8's subnormals (rows lose ~10 % and more),
+    while 1 x 128 tiles keep every row near E4M3's ~3.7 %."""
+    a, w = randn(128, 512, seed=2), randn(512, 128, seed=3) / 512**0.5
+    a.view(-1)[torch.randperm(a.numel(), generator=torch.Generator().manual_seed(4))[:8]] = 1e5
+    exact = a @ w
+    tensor = relative_error(fp8_matmul(a, w, scaling="tensor"), exact).median()
+    block = relative_error(fp8_matmul(a, w, scaling="block"), exact).median()
+    assert block < 0.05 < 0.1 < tensor
+
+
+# -- not graded ---------------------------------------------------------------------------------
+def test_validation() -> None:
+    """Catches shapes that do not tile, non-finite inputs and unsupported dtypes."""
+    with pytest.raises(ValueError, match="must be divisible by the block"):
+        quantize_blockwise(torch.ones(4, 100), (1, 128))
+    with pytest.raises(ValueError, match="needs a 2-D tensor"):
+        quantize_blockwise(torch.ones(128))
+    with pytest.raises(ValueError, match="x must be finite"):
+        quantize_per_tensor(torch.tensor([1.0, float("inf")]))
+    with pytest.raises(ValueError, match="dtype must be"):
+        fp8_max(torch.float16)
+    with pytest.raises(ValueError, match="scaling must be"):
+        fp8_matmul(torch.ones(2, 2), torch.ones(2, 2), scaling="row")
+    with pytest.raises(ValueError, match=r"need a \(m, k\) and b \(k, n\)"):
+        fp8_matmul(torch.ones(2, 3), torch.ones(2, 3))
+
+
+def test_native_needs_an_fp8_gpu() -> None:
+    """Catches native=True silently falling back to the simulation where there is no fp8 GPU."""
+    if fp8_matmul_is_native():
+        pytest.skip("this machine has fp8 tensor cores: see test_native_matches_simulation")
+    with pytest.raises(ValueError, match="native=True needs"):
+        fp8_matmul(torch.ones(16, 16), torch.ones(16, 16), scaling="tensor", native=True)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not fp8_matmul_is_native(), reason="needs a GPU with fp8 tensor cores")
+def test_native_matches_simulation() -> None:
+    """Catches a wrong scale convention or operand layout in the torch._scaled_mm call: the
+    real fp8 kernel must agree with the fp32 simulation up to accumulation order."""
+    a, b = randn(256, 512, seed=5).cuda(), randn(512, 128, seed=6).cuda()
+    native = fp8_matmul(a, b, scaling="tensor", native=True)
+    simulated = fp8_matmul(a, b, scaling="tensor")
+    torch.testing.assert_close(native, simulated, rtol=1e-4, atol=1e-3)
