@@ -1,0 +1,154 @@
+"""What the data-parallel wrappers share: the interface, the gradient hooks, and a timeline.
+
+Data parallelism (Li et al. 2020, "PyTorch Distributed", §2-3): every rank holds the whole
+model, runs forward and backward on its own slice of the global batch, and then averages the
+gradients over the ranks, so that every rank takes the same optimizer step from the same weights.
+
+Both wrappers of this package (``DataParallelNaive`` and ``DataParallelBucket``) are used like
+``torch.nn.parallel.DistributedDataParallel``::
+
+    model = DataParallelBucket(model, bucket_cap_mb=25)
+    loss_fn(model(x), y).backward()   # returns with every .grad averaged over the ranks
+    optimizer.step()
+
+This base class registers a hook on every trainable parameter that fires once its gradient has
+been accumulated into ``.grad`` (``register_post_accumulate_grad_hook``). The first hook of a
+backward pass queues a callback that autograd runs when the whole backward pass is done; the
+callback calls ``finish_gradient_synchronization()``. A subclass decides what to do when one
+gradient is ready (``_grad_ready``: nothing, for the naive wrapper) and at the end.
+Under ``no_sync()`` the hooks do nothing, and gradients accumulate locally
+(Li et al. 2020, §3.2.4).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from torch import nn
+from torch.autograd import Variable
+
+__all__ = ["DataParallelBase", "Timeline", "replicas_agree", "trainable_parameters"]
+
+
+def trainable_parameters(module: nn.Module) -> list[nn.Parameter]:
+    """The parameters that need gradients, each once (a tied weight appears once), in order."""
+    return [p for p in module.parameters() if p.requires_grad]
+
+
+class Timeline:
+    """Events of one training step, stamped with ``time.perf_counter()`` (seconds).
+
+    Each event is ``(kind, index, t)``. Kinds recorded by the wrappers: ``"grad"`` (the
+    gradient of parameter ``index`` is ready), ``"launch"`` and ``"done"`` (bucket ``index``'s
+    all-reduce started, finished), ``"sync_start"``/``"sync_end"`` (around
+    ``finish_gradient_synchronization``). ``record_step`` adds ``forward_start``,
+    ``backward_start``, ``backward_end`` and ``step_end``.
+    """
+
+    def __init__(self) -> None:
+        self.events: list[tuple[str, int, float]] = []
+
+    def record(self, kind: str, index: int = -1) -> None:
+        self.events.append((kind, index, time.perf_counter()))  # list.append is thread-safe
+
+    def times(self, kind: str) -> list[tuple[int, float]]:
+        """``(index, t)`` of every event of ``kind``, in order of recording."""
+        return [(i, t) for k, i, t in self.events if k == kind]
+
+
+class DataParallelBase(nn.Module):
+    """A module wrapper whose ``backward`` ends with gradients averaged over ``group``."""
+
+    def __init__(self, module: nn.Module, group: dist.ProcessGroup | None = None) -> None:
+        super().__init__()
+        if not isinstance(module, nn.Module):
+            raise ValueError(f"module must be a torch.nn.Module, got {type(module).__name__}")
+        if not (dist.is_available() and dist.is_initialized()):
+            raise ValueError(
+                "data parallelism needs an initialised process group: run the code under "
+                "minitorch_dist.launch (or torchrun)"
+            )
+        self.module = module
+        self.group = group
+        self.world_size = dist.get_world_size(group)
+        self.require_backward_grad_sync = True  # False inside no_sync()
+        self.timeline: Timeline | None = None  # set a Timeline to record the next steps
+        self.params = trainable_parameters(module)
+        self._index = {id(p): i for i, p in enumerate(self.params)}
+        self._names = {id(p): name for name, p in module.named_parameters()}
+        self._callback_queued = False
+        self._handles = [p.register_post_accumulate_grad_hook(self._hook) for p in self.params]
+
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
+        return self.module(*args, **kwargs)
+
+    @contextlib.contextmanager
+    def no_sync(self) -> Iterator[None]:
+        """Skip the gradient synchronisation of the backward passes run inside the block.
+
+        Gradient accumulation: the micro-batches before the last one accumulate into ``.grad``
+        locally; the backward of the last one (outside the block) averages the sums, once. The
+        backward pass must run inside the block; as with torch's DDP, put the forward there too.
+        """
+        previous = self.require_backward_grad_sync
+        self.require_backward_grad_sync = False
+        try:
+            yield
+        finally:
+            self.require_backward_grad_sync = previous
+
+    def finish_gradient_synchronization(self) -> None:
+        """Make every trainable ``.grad`` the average over the ranks (called after backward)."""
+        raise NotImplementedError  # each wrapper implements it
+
+    def _grad_ready(self, param: nn.Parameter) -> None:
+        """Called when ``param.grad`` holds this backward's gradient; default: nothing."""
+
+    def name_of(self, param: nn.Parameter) -> str:
+        return self._names.get(id(param), f"parameter {self._index.get(id(param), '?')}")
+
+    def remove_hooks(self) -> None:
+        """Unregister the gradient hooks (the wrapped module is left as it was)."""
+        for handle in self._handles:
+            handle.remove()
+        self._handles = []
+
+    def _record(self, kind: str, index: int = -1) -> None:
+        if self.timeline is not None:
+            self.timeline.record(kind, index)
+
+    def _hook(self, param: nn.Parameter) -> None:
+        if not self.require_backward_grad_sync:
+            return
+        self._record("grad", self._index[id(param)])
+        if not self._callback_queued:  # once per backward pass: synchronise when it ends
+            self._callback_queued = True
+            Variable._execution_engine.queue_callback(self._after_backward)
+        self._grad_ready(param)
+
+    def _after_backward(self) -> None:
+        self._callback_queued = False
+        self._record("sync_start")
+        self.finish_gradient_synchronization()
+        self._record("sync_end")
+
+
+def replicas_agree(module: nn.Module, group: dist.ProcessGroup | None = None) -> bool:
+    """True when every rank holds the same parameters and buffers, bit for bit.
+
+    A collective (every rank must call it): an element-wise min and max over the ranks agree
+    only where all ranks agree.
+    """
+    tensors = [*module.parameters(), *module.buffers()]
+    if not tensors:
+        return True
+    flat = torch.cat([t.detach().reshape(-1).double() for t in tensors])  # (total,)
+    lo, hi = flat.clone(), flat.clone()
+    dist.all_reduce(lo, op=dist.ReduceOp.MIN, group=group)
+    dist.all_reduce(hi, op=dist.ReduceOp.MAX, group=group)
+    return bool(torch.equal(lo, hi))

@@ -1,0 +1,334 @@
+"""Lab 5, tasks lab05.2 (naive DDP) and lab05.3 (bucketed DDP overlapped with backward).
+
+Every variant is checked against one process training on the whole global batch: the weights
+after several optimizer steps must agree in fp32 to rounding (Li et al. 2020, §3.2: averaging the
+ranks' gradients of equal slices is the gradient of the global batch). The toy model has a tied
+embedding/head and a frozen layer (as CS336's DDP tests do); the tiny Llama is the book's model.
+SGD with momentum keeps rounding differences at rounding size; Adam divides by sqrt(v) and blows
+up the 1e-8-sized differences of near-zero gradients, so it is only used on the toy model.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+from minitorch_dist import launch
+from minitorch_dist.comm import CommCounter, collective_bytes
+from minitorch_dist.data_parallel import (
+    DataParallelBucket,
+    DataParallelNaive,
+    TiedToy,
+    Timeline,
+    batch_slice,
+    broadcast_parameters,
+    build_buckets,
+    make_batches,
+    replicas_agree,
+    train_step,
+)
+from minitorch_dist.models import Llama, LlamaConfig, cross_entropy
+
+STEPS, GLOBAL_BATCH, SEQ = 3, 8, 16
+TIGHT = dict(rtol=1e-5, atol=2e-6)
+
+
+def _model(kind: str) -> nn.Module:
+    return TiedToy() if kind == "toy" else Llama(LlamaConfig.from_preset("tiny"))
+
+
+def _vocab(kind: str) -> int:
+    return 32 if kind == "toy" else LlamaConfig.from_preset("tiny").vocab_size
+
+
+def _optimizer(model: nn.Module, name: str) -> torch.optim.Optimizer:
+    if name == "sgd":
+        return torch.optim.SGD(model.parameters(), lr=0.5, momentum=0.9)
+    return torch.optim.AdamW(model.parameters(), lr=1e-2)
+
+
+def _state(model: nn.Module) -> dict[str, torch.Tensor]:
+    return {k: v.detach().clone() for k, v in model.state_dict().items()}
+
+
+def _reference(kind: str, opt: str, grad_acc: int = 1) -> dict[str, torch.Tensor]:
+    """One process, the whole global batch per step (grad_acc micro-batches of it)."""
+    torch.manual_seed(0)
+    model = _model(kind)
+    optimizer = _optimizer(model, opt)
+    for x, y in make_batches(_vocab(kind), GLOBAL_BATCH, SEQ, STEPS):
+        train_step(model, optimizer, x, y, cross_entropy, grad_acc=grad_acc)
+    return _state(model)
+
+
+def _wrap(variant: str, model: nn.Module, cap_mb: float) -> nn.Module:
+    if variant == "naive":
+        return DataParallelNaive(model)
+    return DataParallelBucket(model, bucket_cap_mb=cap_mb)
+
+
+def _train(rank, world_size, kind, opt, variant, cap_mb=25.0, grad_acc=1) -> dict:  # noqa: ANN001
+    torch.manual_seed(0 if rank == 0 else 1000 + rank)  # replicas differ until the broadcast
+    model = _model(kind)
+    ddp = _wrap(variant, model, cap_mb)
+    optimizer = _optimizer(model, opt)
+    steps = []
+    for x, y in make_batches(_vocab(kind), GLOBAL_BATCH, SEQ, STEPS):
+        x, y = batch_slice(x, rank, world_size), batch_slice(y, rank, world_size)
+        with CommCounter() as cc:
+            train_step(ddp, optimizer, x, y, cross_entropy, grad_acc=grad_acc)
+        steps.append((cc.calls["all_reduce"], cc.bytes_sent["all_reduce"]))
+    buckets = [b.nbytes for b in ddp.buckets] if variant == "bucketed" else None
+    grads = [p.numel() * p.element_size() for p in model.parameters() if p.requires_grad]
+    return {"state": _state(model), "agree": replicas_agree(model), "steps": steps,
+            "buckets": buckets, "grads": grads}  # fmt: skip
+
+
+def _check_against_reference(results: list[dict], ref: dict[str, torch.Tensor]) -> None:
+    for rank, r in enumerate(results):
+        assert r["agree"], "the replicas drifted apart"
+        for name, want in ref.items():
+            torch.testing.assert_close(r["state"][name], want, **TIGHT, msg=f"rank {rank}, {name}")
+
+
+# -- lab05.2: naive ---------------------------------------------------------------------------
+def _broadcast(rank: int, world_size: int) -> dict:
+    torch.manual_seed(rank)  # every rank starts different
+    model = TiedToy()
+    broadcast_parameters(model)
+    return _state(model)
+
+
+@pytest.mark.lab05
+def test_broadcast_copies_rank_0_everywhere() -> None:
+    """Catches a broadcast that skips frozen parameters or buffers, or picks the wrong root."""
+    torch.manual_seed(0)
+    want = _state(TiedToy())
+    for rank, state in enumerate(launch(_broadcast, 3)):
+        for name, value in want.items():
+            assert torch.equal(state[name], value), f"rank {rank}: {name}"
+
+
+@pytest.mark.lab05
+@pytest.mark.parametrize(("kind", "opt", "world_size"),
+                         [("toy", "sgd", 4), ("toy", "adamw", 2), ("llama", "sgd", 4)])  # fmt: skip
+def test_naive_matches_single_process(kind: str, opt: str, world_size: int) -> None:
+    """Catches summing without dividing by n, a missing broadcast, a tied weight reduced twice,
+    or a frozen parameter waited for: weights after 3 steps equal one process's."""
+    results = launch(_train, world_size, kind, opt, "naive", timeout=120)
+    _check_against_reference(results, _reference(kind, opt))
+
+
+@pytest.mark.lab05
+def test_naive_sends_one_all_reduce_per_gradient() -> None:
+    """Catches extra or missing collectives: one all-reduce per trainable tensor per step, and
+    2 (n - 1) / n times its bytes each (a tied weight counts once, a frozen one not at all)."""
+    n = 4
+    for r in launch(_train, n, "toy", "sgd", "naive"):
+        want = sum(collective_bytes("all_reduce", b, n) for b in r["grads"])
+        assert r["steps"] == [(len(r["grads"]), want)] * STEPS
+        assert want == collective_bytes("all_reduce", sum(r["grads"]), n)
+
+
+@pytest.mark.lab05
+def test_naive_no_sync_accumulates_then_syncs_once() -> None:
+    """Catches no_sync that still communicates, or that loses the accumulated gradients."""
+    results = launch(_train, 2, "toy", "sgd", "naive", 25.0, 2)
+    _check_against_reference(results, _reference("toy", "sgd", grad_acc=2))
+    for r in results:
+        assert [calls for calls, _ in r["steps"]] == [len(r["grads"])] * STEPS
+
+
+# -- lab05.3: buckets -------------------------------------------------------------------------
+@pytest.mark.lab05
+def test_build_buckets_by_hand() -> None:
+    """Catches buckets that overflow the cap, skip a tensor, reorder, or mix dtypes."""
+    f32 = [torch.empty(10), torch.empty(10), torch.empty(10), torch.empty(25)]  # 40, 40, 40, 100 B
+    assert build_buckets(f32, 100) == [[0, 1], [2], [3]]
+    assert build_buckets(f32, 80) == [[0, 1], [2], [3]]  # 100 B > cap: a bucket of its own
+    assert build_buckets(f32, 79) == [[0], [1], [2], [3]]
+    assert build_buckets(f32, 10**6) == [[0, 1, 2, 3]]
+    mixed = [torch.empty(2), torch.empty(2, dtype=torch.float64), torch.empty(2)]
+    assert build_buckets(mixed, 10**6) == [[0], [1], [2]]
+    assert build_buckets([], 100) == []
+
+
+@pytest.mark.lab05
+@pytest.mark.parametrize("cap_mb", [1e-5, 0.002, 25.0])  # one tensor per bucket, a few, one
+def test_bucketed_matches_single_process_toy(cap_mb: float) -> None:
+    """Catches a wrong slot, a bucket launched before all its gradients are in, or a tied or
+    frozen parameter mishandled, whatever the bucket size."""
+    results = launch(_train, 4, "toy", "sgd", "bucketed", cap_mb, timeout=120)
+    _check_against_reference(results, _reference("toy", "sgd"))
+
+
+@pytest.mark.lab05
+def test_bucketed_matches_single_process_adamw_and_llama() -> None:
+    """Same check with AdamW on the toy model, and on the tiny Llama with a few buckets."""
+    _check_against_reference(
+        launch(_train, 2, "toy", "adamw", "bucketed", 0.002), _reference("toy", "adamw")
+    )
+    _check_against_reference(
+        launch(_train, 4, "llama", "sgd", "bucketed", 0.1, timeout=120), _reference("llama", "sgd")
+    )
+
+
+@pytest.mark.lab05
+@pytest.mark.parametrize("cap_mb", [1e-5, 0.002, 25.0])
+def test_bucketed_bytes_per_step_equal_the_formula(cap_mb: float) -> None:
+    """Catches a bucket all-reduced twice, or padding sent: one all-reduce per bucket, and the
+    ring bytes of the whole gradient in total, exactly."""
+    n = 4
+    for r in launch(_train, n, "toy", "sgd", "bucketed", cap_mb):
+        assert sum(r["buckets"]) == sum(r["grads"])
+        want = collective_bytes("all_reduce", sum(r["grads"]), n)
+        assert sum(collective_bytes("all_reduce", b, n) for b in r["buckets"]) == want
+        assert r["steps"] == [(len(r["buckets"]), want)] * STEPS
+
+
+def _first_bucket(rank: int, world_size: int) -> list[list[str]]:
+    torch.manual_seed(0)
+    model = Llama(LlamaConfig.from_preset("tiny"))
+    ddp = DataParallelBucket(model, bucket_cap_mb=25, first_bucket_cap_mb=0.01)
+    names = {id(p): n for n, p in model.named_parameters()}
+    return [[names[id(p)] for p in b.params] for b in ddp.buckets]
+
+
+@pytest.mark.lab05
+def test_first_bucket_is_small_and_the_rest_follow_the_cap() -> None:
+    """Catches buckets that lose or repeat a parameter when the first bucket has its own cap:
+    the head (the last layer, 64 KiB) fills the 10 KB first bucket alone, the rest fit one."""
+    buckets = launch(_first_bucket, 1)[0]
+    model = Llama(LlamaConfig.from_preset("tiny"))
+    assert buckets[0] == ["head.weight"] and len(buckets) == 2
+    assert buckets[0] + buckets[1] == [n for n, _ in model.named_parameters()][::-1]
+
+
+@pytest.mark.lab05
+def test_bucketed_no_sync_accumulates_then_syncs_once() -> None:
+    """Catches hooks that communicate (or copy stale gradients) inside no_sync."""
+    results = launch(_train, 4, "toy", "sgd", "bucketed", 0.002, 2)
+    _check_against_reference(results, _reference("toy", "sgd", grad_acc=2))
+    for r in results:
+        assert [calls for calls, _ in r["steps"]] == [len(r["buckets"])] * STEPS
+
+
+def _events(rank: int, world_size: int) -> list[tuple[str, int]]:
+    torch.manual_seed(0)
+    ddp = DataParallelBucket(Llama(LlamaConfig.from_preset("tiny")), bucket_cap_mb=0.02)
+    x, y = make_batches(256, 2 * world_size, SEQ, 1)[0]
+    ddp.timeline = Timeline()
+    cross_entropy(
+        ddp(batch_slice(x, rank, world_size)), batch_slice(y, rank, world_size)
+    ).backward()
+    return [(kind, i) for kind, i, _ in ddp.timeline.events if kind != "done"]
+
+
+@pytest.mark.lab05
+def test_buckets_launch_during_backward_in_order() -> None:
+    """Catches all-reduces deferred to the end of backward (no overlap), or launched out of
+    order (ranks would pair different buckets): bucket 0 starts before the last gradient is
+    ready, buckets start as 0, 1, 2, ..., and the same way on every rank."""
+    per_rank = launch(_events, 2)
+    assert per_rank[0] == per_rank[1]
+    events = per_rank[0]
+    launches = [i for kind, i in events if kind == "launch"]
+    assert launches == list(range(len(launches))) and len(launches) > 2
+    last_grad = max(k for k, (kind, _) in enumerate(events) if kind == "grad")
+    assert events.index(("launch", 0)) < last_grad
+    assert events[-2:] == [("sync_start", -1), ("sync_end", -1)]
+
+
+def _unused(rank: int, world_size: int, variant: str) -> str:
+    model = TiedToy()
+    model.extra = nn.Linear(2, 2)  # trainable, never used in forward
+    ddp = _wrap(variant, model, 25.0)
+    x = torch.zeros(2, 4, dtype=torch.long)
+    try:
+        cross_entropy(ddp(x), x).backward()
+        return "no error"
+    except RuntimeError as e:
+        return str(e)
+
+
+@pytest.mark.lab05
+@pytest.mark.parametrize("variant", ["naive", "bucketed"])
+def test_a_parameter_without_gradient_is_named(variant: str) -> None:
+    """Catches a silent hang (or a silently stale gradient) when a trainable parameter takes
+    no part in the loss: the error names it, on every rank, instead."""
+    for message in launch(_unused, 2, variant):
+        assert "no gradient for" in message and "extra.weight" in message
+
+
+def _double(rank: int, world_size: int) -> list[str]:
+    ddp = DataParallelBucket(TiedToy())
+    x = torch.zeros(2, 4, dtype=torch.long)
+    out = []
+    for _ in range(2):  # two synchronised backward passes: fine
+        cross_entropy(ddp(x), x).backward()
+    out.append("ok")
+    return out
+
+
+@pytest.mark.lab05
+def test_bucket_state_is_reset_between_steps() -> None:
+    """Catches ready flags or handles left over from the previous step (the second backward
+    would see every gradient 'arrive twice')."""
+    assert launch(_double, 2) == [["ok"], ["ok"]]
+
+
+# -- not graded: input checks and facts about torch ------------------------------------------
+def test_wrappers_need_a_process_group() -> None:
+    """Catches a confusing failure deep inside torch when run outside launch."""
+    with pytest.raises(ValueError, match="initialised process group"):
+        DataParallelNaive(TiedToy())
+
+
+def _bad_cap(rank: int, world_size: int, name: str, cap: object) -> str:
+    try:
+        DataParallelBucket(TiedToy(), **{name: cap})
+    except ValueError as e:
+        return str(e)
+    return "no error"
+
+
+@pytest.mark.parametrize("name", ["bucket_cap_mb", "first_bucket_cap_mb"])
+@pytest.mark.parametrize("cap", [0, -1.0, "25"])
+def test_bucket_cap_must_be_a_positive_number(name: str, cap: object) -> None:
+    """Catches a zero or negative cap turning into one bucket per byte, or a string accepted."""
+    assert all(f"{name} must be" in m for m in launch(_bad_cap, 1, name, cap))
+
+
+def test_build_buckets_rejects_a_bad_cap() -> None:
+    """Catches a cap of zero bytes accepted."""
+    with pytest.raises(ValueError, match="bucket_cap_bytes must be >= 1"):
+        build_buckets([torch.empty(1)], 0)
+
+
+@pytest.mark.parametrize(("rows", "world", "rank"), [(10, 4, 0), (8, 4, 4)])
+def test_batch_slice_rejects_bad_input(rows: int, world: int, rank: int) -> None:
+    """Catches a global batch that does not divide, or a rank out of range, sliced silently."""
+    with pytest.raises(ValueError, match="must divide|rank must be in"):
+        batch_slice(torch.zeros(rows, 2), rank, world)
+
+
+def _torch_ddp_counted(rank: int, world_size: int) -> list[dict]:
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 4))
+    ddp = nn.parallel.DistributedDataParallel(model)
+    out = []
+    for _ in range(3):
+        with CommCounter() as cc:
+            ddp(torch.randn(4, 8)).sum().backward()
+        out.append(dict(cc.bytes_sent))
+    return out
+
+
+def test_comm_counter_sees_torch_ddp_all_reduce_on_cpu() -> None:
+    """Documents a fact the chapter relies on: torch DDP's C++ reducer launches its bucket
+    all-reduce through the c10d dispatcher from autograd's thread, which on CPU is the thread
+    that called backward, so CommCounter books it (212 fp32 gradients, one bucket)."""
+    n, nbytes = 2, 212 * 4
+    for steps in launch(_torch_ddp_counted, n):
+        assert [s["all_reduce"] for s in steps] == [collective_bytes("all_reduce", nbytes, n)] * 3
