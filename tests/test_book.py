@@ -114,6 +114,20 @@ def test_lab_errors_only_in_cells_tagged_raises_exception(lab):
         assert not errors or tagged, f"{lab.name} cell {i}: error output without the tag"
 
 
+NBVAL_TAGS = {"nbval-ignore-output", "nbval-check-output", "nbval-raises-exception", "nbval-skip"}
+
+
+@pytest.mark.parametrize("lab", _labs(), ids=lambda p: p.name)
+def test_lab_nbval_tags_are_ones_nbval_knows(lab):
+    """Catches a tag nbval silently ignores (e.g. NBVAL_IGNORE_OUTPUT as a tag: only the comment
+    marker is spelled that way), which leaves a timing cell compared and the lab flaky."""
+    nb = json.loads(lab.read_text(encoding="utf-8"))
+    for i, cell in enumerate(nb["cells"]):
+        for tag in cell.get("metadata", {}).get("tags", []):
+            if "nbval" in tag.lower():
+                assert tag in NBVAL_TAGS, f"{lab.name} cell {i}: nbval does not know tag {tag!r}"
+
+
 @pytest.mark.parametrize("chapter", sorted((ROOT / "chapters").glob("*.md")), ids=lambda p: p.name)
 def test_chapters_are_executable_myst_notebooks(chapter):
     """Catches a chapter whose code cells would be shown but never run (no kernelspec)."""
