@@ -6,6 +6,11 @@ ZeRO's section 3.1; sharded over ``dp`` ranks by ZeRO stage 1-3, section 5) plus
 activations of one micro-batch by :func:`~minitorch_dist.memory.llama_activation_bytes` (the count
 of Korthikanti et al. 2022, section 4, redone for the Llama architecture). Data parallelism and
 ZeRO do not touch activations: every rank runs its own micro-batch through the whole model.
+With ``offload=True`` (ZeRO-Offload, Ren et al. 2021) the optimizer states leave the device:
+its ``optimizer`` is 0, and ``cpu`` gives what each rank keeps in CPU memory instead -- an fp32
+master copy of its shard and the optimizer's fp32 states (12 bytes per element for Adam, whatever
+the recipe: an fp32 recipe needs no master copy on the device, but the CPU still updates one).
+Lab 6 checks these numbers against ZeRO stages 0-3 and offload measured on emulated ranks.
 
 :func:`memory_predictor` wraps :func:`predict` in ipywidgets controls. The callback only calls
 :func:`predict` and :func:`render_prediction`, so a test can drive the controls without a Jupyter
@@ -22,6 +27,7 @@ from typing import Any
 from minitorch_dist.memory.estimate import (
     RECIPES,
     RECOMPUTE,
+    bytes_per_param,
     format_bytes,
     llama_activation_bytes,
     model_state_bytes,
@@ -50,8 +56,10 @@ def predict(
     dp: int = 1,
     recipe: str = "mixed",
     optimizer: str = "adam",
+    offload: bool = False,
 ) -> dict[str, int]:
-    """Bytes per rank: ``params``, ``grads``, ``optimizer``, ``activations`` and their ``total``.
+    """Bytes per rank: ``params``, ``grads``, ``optimizer``, ``activations`` and their ``total``
+    on the device; with ``offload=True`` also ``cpu``, the bytes each rank keeps in CPU memory.
 
     ``preset`` is a :class:`LlamaConfig` or a preset name; the activations are those of one
     micro-batch of ``micro_batch`` sequences of ``seq_len`` tokens, 2 bytes per element for the
@@ -60,8 +68,9 @@ def predict(
     config = preset if isinstance(preset, LlamaConfig) else LlamaConfig.from_preset(preset)
     if recipe not in ACTIVATION_DTYPE_BYTES:
         raise ValueError(f"recipe must be one of {', '.join(RECIPES)}, got {recipe!r}")
+    psi = config.num_params()
     states = model_state_bytes(
-        config.num_params(), zero_stage=zero_stage, dp=dp, recipe=recipe, optimizer=optimizer
+        psi, zero_stage=zero_stage, dp=dp, recipe=recipe, optimizer=optimizer, offload=offload
     )
     activations = llama_activation_bytes(
         config, seq_len=seq_len, micro_batch=micro_batch,
@@ -70,6 +79,9 @@ def predict(
     result = {c: states[c] for c in ("params", "grads", "optimizer")}
     result["activations"] = activations
     result["total"] = states["total"] + activations
+    if offload:  # fp32 master copy + fp32 optimizer states of this rank's shard, on the CPU
+        shard = -(-psi // dp) if zero_stage >= 1 else psi
+        result["cpu"] = bytes_per_param("mixed", optimizer)["optimizer"] * shard
     return result
 
 
@@ -77,18 +89,19 @@ def render_prediction(result: dict[str, int], *, device_bytes: int | None = None
     """HTML of a :func:`predict` result: a row per category with its exact bytes, binary units
     and a bar, then the total and whether it fits ``device_bytes``. Each row carries
     ``data-category`` and ``data-bytes`` attributes, so tests read back exactly what is shown."""
-    scale = max(result["total"], device_bytes or 0) or 1
+    scale = max(result["total"], result.get("cpu", 0), device_bytes or 0) or 1
     rows = []
-    for category in (*CATEGORIES, "total"):
+    for category in (*CATEGORIES, "total", *(("cpu",) if "cpu" in result else ())):
         nbytes = result[category]
         color = COLORS.get(category, "#444444")
         width = 100.0 * nbytes / scale
         bar = (f'<div style="background:{color};height:0.9em;width:{width:.2f}%;'
                'min-width:1px"></div>')  # fmt: skip
         weight = "font-weight:bold;" if category == "total" else ""
+        label = "CPU (offloaded)" if category == "cpu" else category
         rows.append(
             f'<tr data-category="{category}" data-bytes="{nbytes}" style="{weight}">'
-            f"<td>{category}</td><td style='text-align:right'>{nbytes:,}</td>"
+            f"<td>{label}</td><td style='text-align:right'>{nbytes:,}</td>"
             f"<td style='text-align:right'>{html.escape(format_bytes(nbytes))}</td>"
             f'<td style="width:45%">{bar}</td></tr>'
         )
@@ -129,11 +142,12 @@ class MemoryPredictor:
                 value="mixed",
                 description="recipe",
             ),  # fmt: skip
+            "offload": w.Checkbox(value=False, description="offload optimizer states to CPU"),
             "device_gib": w.BoundedFloatText(value=80, min=1, max=4096, description="device GiB"),
         }
         for control in self.controls.values():
             control.style = style
-            if not isinstance(control, w.ToggleButtons):
+            if not isinstance(control, (w.ToggleButtons, w.Checkbox)):
                 control.layout = layout
         self.view = w.HTML()
         self.result: dict[str, int] = {}
@@ -144,8 +158,12 @@ class MemoryPredictor:
         self.widget = w.VBox([*self.controls.values(), self.view])
 
     def values(self) -> dict[str, Any]:
-        """The current control values, as :func:`predict` keywords (without ``device_gib``)."""
-        return {k: c.value for k, c in self.controls.items() if k != "device_gib"}
+        """The current control values, as :func:`predict` keywords (without ``device_gib``;
+        ``offload`` only when it is on, so a configuration without it reads as in chapter 1)."""
+        values = {k: c.value for k, c in self.controls.items() if k != "device_gib"}
+        if not values["offload"]:
+            del values["offload"]
+        return values
 
     def set(self, **values: Any) -> MemoryPredictor:
         """Change controls programmatically, e.g. ``set(preset="llama-3-70b", zero_stage=3)``."""
@@ -167,7 +185,7 @@ class MemoryPredictor:
 
 def memory_predictor(**initial: Any) -> MemoryPredictor:
     """The interactive memory predictor: pick a Llama preset, sequence length, micro-batch,
-    recompute policy, ZeRO stage, data-parallel degree and recipe, and read the bytes per rank by
-    category (text and bars) and whether they fit the device. Needs ipywidgets (and a live kernel
+    recompute policy, ZeRO stage, data-parallel degree, recipe and optimizer offload, and read the
+    bytes per rank by category (text and bars) and whether they fit the device. Needs ipywidgets (and a live kernel
     for the controls to respond); ``initial`` sets controls, as :meth:`MemoryPredictor.set`."""
     return MemoryPredictor(**initial)
