@@ -17,13 +17,13 @@ Prints, in one run, on ``--world-size`` ranks (4 emulated gloo ranks by default)
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import functools
 import os
 import platform
 import sys
 
 import torch
+from common import add_model_args, config_from_args
 
 from minitorch_dist.comm import collective_bytes
 from minitorch_dist.data_parallel.speed import VARIANTS, compare_variants
@@ -37,23 +37,12 @@ def parse_args() -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     p.add_argument("--world-size", type=int, default=4)
-    p.add_argument("--preset", default="tiny")
-    for flag in ("hidden", "layers", "heads", "kv-heads", "ffn", "vocab"):
-        p.add_argument(f"--{flag}", type=int, help=f"override the preset's {flag}")
-    p.add_argument("--micro-batch", type=int, default=2)
-    p.add_argument("--seq-len", type=int, default=64)
+    add_model_args(p, seq_len=64, micro_batch=2)
     p.add_argument("--bucket-cap-mb", type=float, default=25.0)
     p.add_argument("--steps", type=int, default=3, help="steps per timed turn")
     p.add_argument("--repeats", type=int, default=7, help="turns per variant (median reported)")
     p.add_argument("--out", help="also write the table as markdown to this path")
     return p.parse_args()
-
-
-def config_of(args: argparse.Namespace) -> LlamaConfig:
-    fields = {"hidden": "hidden", "layers": "layers", "heads": "heads", "kv_heads": "kv_heads",
-              "ffn": "ffn_hidden", "vocab": "vocab_size"}  # fmt: skip
-    changes = {f: getattr(args, a) for a, f in fields.items() if getattr(args, a) is not None}
-    return dataclasses.replace(LlamaConfig.from_preset(args.preset), **changes)
 
 
 def report(args: argparse.Namespace, config: LlamaConfig, result: dict) -> str:
@@ -93,7 +82,7 @@ def main() -> None:
             raise SystemExit("--device cuda needs a GPU")
         torchrun(os.path.abspath(__file__), args.world_size, *sys.argv[1:], timeout=1200)
         return
-    config = config_of(args)
+    config = config_from_args(args)
     work = functools.partial(
         compare_variants,
         micro_batch=args.micro_batch,

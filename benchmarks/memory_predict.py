@@ -26,6 +26,7 @@ import time
 from typing import Any
 
 import torch
+from common import add_model_args, config_from_args
 
 from minitorch_dist.memory import (
     format_bytes,
@@ -45,11 +46,7 @@ RECIPE_OF = {"float32": "fp32"}  # pure bf16 + Adam has no closed-form recipe na
 def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
-    parser.add_argument("--preset", default="tiny", help="LlamaConfig preset to start from")
-    for flag in ("hidden", "layers", "heads", "kv-heads", "ffn", "vocab"):
-        parser.add_argument(f"--{flag}", type=int, help=f"override the preset's {flag}")
-    parser.add_argument("--seq-len", type=int, default=64)
-    parser.add_argument("--micro-batch", type=int, default=4)
+    add_model_args(parser, seq_len=64, micro_batch=4)
     parser.add_argument("--dtype", choices=sorted(DTYPES), default="float32",
                         help="params, grads, Adam states and activations (on the GPU run)")  # fmt: skip
     parser.add_argument("--fake-preset", default="llama-2-7b")
@@ -57,17 +54,6 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--no-fake", action="store_true", help="skip the fake-tensor run")
     parser.add_argument("--out", help="write results: PATH.md as markdown, anything else as JSON")
     return parser.parse_args()
-
-
-def build_config(args: argparse.Namespace) -> LlamaConfig:
-    config = LlamaConfig.from_preset(args.preset)
-    fields = {"hidden": "hidden", "layers": "layers", "heads": "heads", "kv_heads": "kv_heads",
-              "ffn": "ffn_hidden", "vocab": "vocab_size"}  # fmt: skip
-    changes = {field: getattr(args, arg) for arg, field in fields.items() if getattr(args, arg)}
-    if changes:
-        changes["name"] = f"{config.name}-custom"
-    changes["max_seq_len"] = max(config.max_seq_len, args.seq_len)
-    return dataclasses.replace(config, **changes)
 
 
 def row(what: str, predicted: int, measured: int) -> dict[str, Any]:
@@ -150,7 +136,7 @@ def print_table(title: str, rows: list[dict]) -> list[str]:
 
 def main() -> None:
     args = parse_args()
-    config = build_config(args)
+    config = config_from_args(args)
     results: dict[str, Any] = {
         "machine": {"platform": platform.platform(), "processor": platform.processor(),
                     "cpus": torch.get_num_threads(), "torch": torch.__version__,

@@ -24,7 +24,6 @@ rank under torchrun with ``--device cuda``):
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import os
 import platform
 import statistics
@@ -32,6 +31,7 @@ import time
 from typing import Any
 
 import torch
+from common import add_model_args, config_from_args
 
 from minitorch_dist import launch
 from minitorch_dist.memory import format_bytes
@@ -45,27 +45,12 @@ def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     parser.add_argument("--world", type=int, default=4, help="ranks (torchrun: its nproc)")
-    parser.add_argument("--preset", default="tiny", help="LlamaConfig preset to start from")
-    for flag in ("hidden", "layers", "heads", "kv-heads", "ffn", "vocab"):
-        parser.add_argument(f"--{flag}", type=int, help=f"override the preset's {flag}")
-    parser.add_argument("--seq-len", type=int, default=64)
-    parser.add_argument("--micro-batch", type=int, default=2, help="sequences per rank")
+    add_model_args(parser, seq_len=64, micro_batch=2)
     parser.add_argument("--steps", type=int, default=5, help="timed steps after one warm-up")
     parser.add_argument("--all-stages", action="store_true",
                         help="also run stages 0-2 and offload (always on with --device cuda)")  # fmt: skip
     parser.add_argument("--out", help="also write the tables as markdown to this path")
     return parser.parse_args()
-
-
-def config_of(args: argparse.Namespace) -> LlamaConfig:
-    config = LlamaConfig.from_preset(args.preset)
-    names = {"hidden": "hidden", "layers": "layers", "heads": "heads", "kv_heads": "kv_heads",
-             "ffn": "ffn_hidden", "vocab": "vocab_size"}  # fmt: skip
-    changes = {field: getattr(args, flag) for flag, field in names.items()
-               if getattr(args, flag) is not None}  # fmt: skip
-    if changes:
-        config = dataclasses.replace(config, name=f"{args.preset}-custom", **changes)
-    return config
 
 
 def _sync(device: torch.device) -> None:
@@ -128,7 +113,7 @@ def _run(rank: int, world: int, which: str, config: LlamaConfig, args: Any) -> d
 
 def main() -> None:
     args = parse_args()
-    config = config_of(args)
+    config = config_from_args(args)
     lines = [f"<!-- {platform.node() or 'machine'}: torch {torch.__version__}, "
              f"{args.device}, world {args.world} -->",
              f"# ZeRO-3 vs FSDP2: {config.name}, {config.num_params():,} parameters, "

@@ -128,8 +128,10 @@ def test_native_needs_an_fp8_gpu() -> None:
 @pytest.mark.skipif(not fp8_matmul_is_native(), reason="needs a GPU with fp8 tensor cores")
 def test_native_matches_simulation() -> None:
     """Catches a wrong scale convention or operand layout in the torch._scaled_mm call: the
-    real fp8 kernel must agree with the fp32 simulation up to accumulation order."""
+    real fp8 kernel must agree with the fp32 simulation up to accumulation. Hopper's fp8 tensor
+    cores accumulate with fewer bits than fp32 (DeepSeek-V3 §3.3.2), so elementwise tolerances
+    fail; a wrong scale or layout gives an error near 1, measured on an H100 at 1.3e-4."""
     a, b = randn(256, 512, seed=5).cuda(), randn(512, 128, seed=6).cuda()
     native = fp8_matmul(a, b, scaling="tensor", native=True)
     simulated = fp8_matmul(a, b, scaling="tensor")
-    torch.testing.assert_close(native, simulated, rtol=1e-4, atol=1e-3)
+    assert relative_error(native, simulated, dim=None) < 1e-3

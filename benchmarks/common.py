@@ -1,0 +1,43 @@
+"""What every benchmark script shares: the model flags and the config they describe."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+
+from minitorch_dist.models import LlamaConfig
+
+# command-line flag -> LlamaConfig field
+MODEL_FLAGS = {
+    "hidden": "hidden",
+    "layers": "layers",
+    "heads": "heads",
+    "kv-heads": "kv_heads",
+    "ffn": "ffn_hidden",
+    "vocab": "vocab_size",
+}
+
+
+def add_model_args(
+    parser: argparse.ArgumentParser, *, seq_len: int = 64, micro_batch: int = 4
+) -> None:
+    """``--preset`` plus one flag per overridable field, ``--seq-len`` and ``--micro-batch``."""
+    parser.add_argument("--preset", default="tiny", help="LlamaConfig preset to start from")
+    for flag in MODEL_FLAGS:
+        parser.add_argument(f"--{flag}", type=int, help=f"override the preset's {flag}")
+    parser.add_argument("--seq-len", type=int, default=seq_len)
+    parser.add_argument("--micro-batch", type=int, default=micro_batch, help="sequences per rank")
+
+
+def config_from_args(args: argparse.Namespace) -> LlamaConfig:
+    """The preset with the flags' overrides; ``max_seq_len`` grows to fit ``--seq-len``."""
+    config = LlamaConfig.from_preset(args.preset)
+    changes = {
+        field: getattr(args, flag.replace("-", "_"))
+        for flag, field in MODEL_FLAGS.items()
+        if getattr(args, flag.replace("-", "_")) is not None
+    }
+    if changes:
+        changes["name"] = f"{config.name}-custom"
+    changes["max_seq_len"] = max(config.max_seq_len, args.seq_len)
+    return dataclasses.replace(config, **changes)
