@@ -1,0 +1,75 @@
+"""An unfused attention core: the (s x s) matrices that selective recomputation was invented for.
+
+Our Llama's :class:`~minitorch_dist.models.llama.AttentionCore` calls a fused kernel
+(FlashAttention, Dao et al. 2022, section 3.1): it never stores the (s x s) scores, and in its
+backward it recomputes them from q, k, v and one logsumexp per row. That *is* selective
+recomputation, done inside a kernel. To see what Korthikanti et al. 2022 (section 4.1) count --
+the attention term 5as^2b that grows with the square of the sequence -- we need attention written
+out in matrix products, as GPT-3 and Megatron-LM computed it:
+
+    scores = q k^T / sqrt(d) + causal mask          (b, H, s, s)   not saved (an add saves nothing)
+    probs  = softmax(scores)                        (b, H, s, s)   saved by softmax and by probs @ v
+    out    = probs v                                (b, H, s, d)
+
+Per layer it stores p·bHs^2 bytes for ``probs`` (Korthikanti's 2as^2b of the softmax output in
+16 bits; no dropout here, so no mask and no dropout output: 2as^2b instead of 5as^2b), plus copies
+of k and v for every query head (GQA without kernel support: 2p·bsh instead of 2p·bs·kv).
+:class:`MathAttentionCore` is a subclass of ``AttentionCore``, so ``selective_policy`` picks it.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+from minitorch_dist.models.llama import AttentionCore
+
+__all__ = ["MathAttentionCore", "use_attention", "math_attention_extra_bytes"]
+
+
+class MathAttentionCore(AttentionCore):
+    """softmax(q k^T / sqrt(d) + causal mask) v with explicit (s x s) matrices (no fused kernel).
+
+    Same interface and result as ``AttentionCore``: q (b, H, s, d), k and v (b, KV, s, d).
+    """
+
+    def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        b, heads, s, d = q.shape
+        groups = heads // k.shape[1]
+        k = k.repeat_interleave(groups, dim=1)  # (b, H, s, d): a copy per query head
+        v = v.repeat_interleave(groups, dim=1)  # (b, H, s, d)
+        mask = torch.full((s, s), float("-inf"), dtype=q.dtype, device=q.device).triu(1)  # (s, s)
+        scores = q @ k.transpose(-2, -1) / math.sqrt(d) + mask  # (b, H, s, s)
+        probs = scores.softmax(dim=-1)  # (b, H, s, s): saved for backward
+        return probs @ v  # (b, H, s, s) @ (b, H, s, d) -> (b, H, s, d)
+
+
+def use_attention(model: nn.Module, kind: str) -> nn.Module:
+    """Give every block of a Llama the fused (``"fused"``) or the unfused (``"math"``) attention
+    core, in place; returns the model. Cores hold no parameters, so nothing else changes."""
+    cores = {"fused": AttentionCore, "math": MathAttentionCore}
+    if kind not in cores:
+        raise ValueError(f"kind must be one of {', '.join(cores)}, got {kind!r}")
+    for block in model.layers:
+        block.attn.core = cores[kind]()
+    return model
+
+
+def math_attention_extra_bytes(
+    config: object, *, seq_len: int, micro_batch: int, dtype_bytes: int = 2
+) -> int:
+    """Bytes the unfused core stores beyond the fused one, for the whole model (recompute none).
+
+    Per layer: + p·bHs^2 (probs) + 2p·bs·h (k and v copied to all H heads) - 2p·bs·kv (the fused
+    kernel's k and v, now freed after the copy) - 4bHs (the fused kernel's fp32 logsumexp).
+    """
+    for name, value in (("seq_len", seq_len), ("micro_batch", micro_batch),
+                        ("dtype_bytes", dtype_bytes)):  # fmt: skip
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+    s, b, p = seq_len, micro_batch, dtype_bytes
+    h, kv, heads = config.hidden, config.kv_hidden, config.heads  # type: ignore[attr-defined]
+    per_layer = p * b * heads * s * s + 2 * p * b * s * (h - kv) - 4 * b * heads * s
+    return config.layers * per_layer  # type: ignore[attr-defined]
