@@ -180,3 +180,25 @@ class ZeroOptimizer:
             "reduce_scatter": total,
             "all_gather": 2 * total,
         }  # gathered in forward and backward
+
+
+class UnitwiseGradients:
+    """Stages 2 and 3 reduce each unit's gradients during backward, into a sharded buffer.
+
+    ``_reduce_gradients`` then only reduces the units still waiting (some of whose parameters got
+    no gradient, or a backward that never finished), and ``_zero_grad`` zeroes the shards.
+    """
+
+    units: list
+    _reduce_unit: Any
+
+    def _reduce_gradients(self) -> None:
+        for u in self.units:
+            if u.ready:
+                self._reduce_unit(u)
+
+    def _zero_grad(self) -> None:
+        for u in self.units:
+            u.grad_shard.zero_()
+            for p in u.params:
+                p.grad = None

@@ -30,6 +30,7 @@ import torch
 from torch import nn
 
 from minitorch_dist.comm import reduce_scatter_tensor
+from minitorch_dist.zero.base import UnitwiseGradients
 from minitorch_dist.zero.sharding import FlatUnit
 from minitorch_dist.zero.stage1 import ZeroStage1
 
@@ -44,7 +45,7 @@ def grad_accumulator(param: torch.Tensor) -> Any:
     return param.view_as(param).grad_fn.next_functions[0][0]  # torch < 2.2
 
 
-class ZeroStage2(ZeroStage1):
+class ZeroStage2(UnitwiseGradients, ZeroStage1):
     """ZeRO stage 2: optimizer states and gradients sharded; parameters whole."""
 
     stage = 2
@@ -85,14 +86,3 @@ class ZeroStage2(ZeroStage1):
         unit.grad_shard.add_(summed.div_(self.world_size))  # += : micro-batches accumulate
         # END SOLUTION
         unit.ready.clear()
-
-    def _reduce_gradients(self) -> None:
-        for u in self.units:  # a unit some of whose parameters got no gradient
-            if u.ready:
-                self._reduce_unit(u)
-
-    def _zero_grad(self) -> None:
-        for u in self.units:
-            u.grad_shard.zero_()
-            for p in u.params:
-                p.grad = None

@@ -37,7 +37,7 @@ from torch import nn
 from torch.utils._pytree import tree_leaves
 
 from minitorch_dist.comm import all_gather_into_tensor
-from minitorch_dist.zero.base import ZeroOptimizer
+from minitorch_dist.zero.base import UnitwiseGradients, ZeroOptimizer
 from minitorch_dist.zero.sharding import FlatUnit
 from minitorch_dist.zero.stage2 import ZeroStage2, grad_accumulator
 
@@ -46,7 +46,7 @@ __all__ = ["ZeroStage3"]
 FREE, GATHERING, GATHERED = "free", "gathering", "gathered"  # states of a unit's full buffer
 
 
-class ZeroStage3(ZeroOptimizer):
+class ZeroStage3(UnitwiseGradients, ZeroOptimizer):
     """ZeRO stage 3: parameters, gradients and optimizer states all sharded; ``prefetch=True``
     starts the next unit's all-gather before the current unit computes.
 
@@ -191,18 +191,6 @@ class ZeroStage3(ZeroOptimizer):
             self._order = [u for u in self._seen if u is not self._root]
         if self._root is not None:
             self._post_forward(self._root, module, args, output)
-
-    # -- the step ------------------------------------------------------------------------------
-    def _reduce_gradients(self) -> None:
-        for u in self.units:  # normally done in backward; catches a backward that never ended
-            if u.ready:
-                self._reduce_unit(u)
-
-    def _zero_grad(self) -> None:
-        for u in self.units:
-            u.grad_shard.zero_()
-            for p in u.params:
-                p.grad = None
 
     @contextlib.contextmanager
     def gathered(self) -> Iterator[None]:
