@@ -41,3 +41,12 @@ def config_from_args(args: argparse.Namespace) -> LlamaConfig:
         changes["name"] = f"{config.name}-custom"
     changes["max_seq_len"] = max(config.max_seq_len, args.seq_len)
     return dataclasses.replace(config, **changes)
+
+
+def emit(text: str, out: str | None) -> None:
+    """Print the report and, with ``--out PATH``, also write it there."""
+    print(text)
+    if out:
+        with open(out, "w") as f:
+            f.write(text + "\n")
+        print(f"\nwrote {out}")

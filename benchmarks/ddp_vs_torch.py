@@ -23,7 +23,7 @@ import platform
 import sys
 
 import torch
-from common import add_model_args, config_from_args
+from common import add_model_args, config_from_args, emit
 
 from minitorch_dist.comm import collective_bytes
 from minitorch_dist.data_parallel.speed import VARIANTS, compare_variants
@@ -96,11 +96,7 @@ def main() -> None:
     if under_torchrun() and int(os.environ["RANK"]) != 0:
         return
     text = report(args, config, results[0])
-    print(text)
-    if args.out:
-        with open(args.out, "w") as f:
-            f.write(text + "\n")
-        print(f"\nwrote {args.out}")
+    emit(text, args.out)
 
 
 if __name__ == "__main__":

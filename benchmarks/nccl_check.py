@@ -19,6 +19,7 @@ import textwrap
 
 import torch
 import torch.distributed as dist
+from common import emit
 
 from minitorch_dist.comm import (
     CommCounter,
@@ -49,8 +50,8 @@ def work(rank: int, world_size: int, numel: int) -> dict:
 
 SCRIPT = """
 import sys
-sys.path.insert(0, {root!r})
-from benchmarks.nccl_check import work
+sys.path.insert(0, {here!r})
+from nccl_check import work
 from minitorch_dist import launch
 import os
 res = launch(work, int(os.environ["WORLD_SIZE"]), {numel})
@@ -70,7 +71,11 @@ def main() -> None:
     lines = [f"# NCCL check: {n} GPU(s), torch {torch.__version__}", ""]
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     with tempfile.NamedTemporaryFile("w", suffix=".py", delete=False) as f:
-        f.write(textwrap.dedent(SCRIPT.format(root=root, numel=args.numel)))
+        f.write(
+            textwrap.dedent(
+                SCRIPT.format(here=os.path.dirname(os.path.abspath(__file__)), numel=args.numel)
+            )
+        )
     os.environ["PYTHONPATH"] = os.pathsep.join([root, os.environ.get("PYTHONPATH", "")])
     out = torchrun(f.name, n, echo=False)
     results = ast.literal_eval(next(x for x in out.splitlines() if x.startswith("RESULT"))[7:])
@@ -81,10 +86,7 @@ def main() -> None:
         lines.append(f"{op}: counted {counted} formula {collective_bytes(op, nbytes, n)}")
     assert all(r["value"] == r["want"] and r["backend"] == "nccl" for r in results), results
     text = "\n".join(lines)
-    print(text)
-    if args.out:
-        with open(args.out, "w") as f:
-            f.write(text + "\n")
+    emit(text, args.out)
 
 
 if __name__ == "__main__":

@@ -25,7 +25,7 @@ import time
 from typing import Any
 
 import torch
-from common import add_model_args, config_from_args
+from common import add_model_args, config_from_args, emit
 from torch import nn
 from torch.utils.checkpoint import checkpoint as torch_checkpoint
 
@@ -125,11 +125,7 @@ def main() -> None:
         )
     lines += ["", "Peaks are tracked tensor bytes" + (
         " (GPU: growth of max_memory_allocated)." if args.device == "cuda" else ".")]  # fmt: skip
-    print("\n".join(lines))
-    if args.out:
-        with open(args.out, "w") as f:
-            f.write("\n".join(lines) + "\n")
-        print(f"\nwrote {args.out}")
+    emit("\n".join(lines), args.out)
 
 
 if __name__ == "__main__":

@@ -31,7 +31,7 @@ import time
 from typing import Any
 
 import torch
-from common import add_model_args, config_from_args
+from common import add_model_args, config_from_args, emit
 
 from minitorch_dist import launch
 from minitorch_dist.memory import format_bytes
@@ -164,10 +164,7 @@ def main() -> None:
     text = "\n".join(lines)
     if os.environ.get("RANK", "0") != "0":  # under torchrun, rank 0 reports
         return
-    print(text)
-    if args.out:
-        with open(args.out, "w") as f:
-            f.write(text + "\n")
+    emit(text, args.out)
 
 
 if __name__ == "__main__":
