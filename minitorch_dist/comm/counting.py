@@ -154,21 +154,21 @@ class CommCounter(TorchDispatchMode):
         """Number of calls per op."""
         return Counter(c.op for c in self.log)
 
+    def _per_op(self, field: str) -> Counter:
+        total: Counter = Counter()
+        for c in self.log:
+            total[c.op] += getattr(c, field)
+        return total
+
     @property
     def bytes_sent(self) -> Counter:
         """Bytes this rank sent per op (exact for send; ring formula for collectives)."""
-        total: Counter = Counter()
-        for c in self.log:
-            total[c.op] += c.bytes_sent
-        return total
+        return self._per_op("bytes_sent")
 
     @property
     def payload_bytes(self) -> Counter:
         """Sum of full tensor sizes per op."""
-        total: Counter = Counter()
-        for c in self.log:
-            total[c.op] += c.payload_bytes
-        return total
+        return self._per_op("payload_bytes")
 
     @property
     def total_bytes_sent(self) -> int | float:
