@@ -14,7 +14,8 @@ normal numbers, except the single pattern s.1111.111, which is NaN. So its large
 
 Rounding is to the nearest value, ties to the one with an even mantissa. What happens past the
 largest value depends on the format, as torch casts an fp32 tensor: fp16, bf16 and E5M2 overflow
-to inf, while E4M3 saturates at +-448 (infinities included: it has none).
+to inf, while E4M3, which has no inf, saturates at +-448 in torch 2.13 and gives NaN in torch 2.11
+(``E4M3_SATURATES`` probes the torch in use, so the encoder matches it either way).
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ class FloatFormat:
     exponent_bits: int  # E
     mantissa_bits: int  # M: stored fraction bits (the leading 1 of a normal number is implicit)
     has_inf: bool  # exponent all ones, mantissa 0 means +-inf (False for E4M3)
-    saturate: bool  # torch's cast sends overflow to +-max (True) rather than to +-inf
+    saturate: bool  # torch's cast sends overflow to +-max (True) rather than to +-inf (or NaN)
     dtype: torch.dtype | None  # the torch dtype, None where torch has none (tf32)
 
     @property
@@ -56,6 +57,13 @@ class Fields(NamedTuple):
     mantissa: int
 
 
+def _torch_saturates_e4m3() -> bool:
+    """Whether this torch casts fp32 overflow to E4M3 as +-448 (torch 2.13) rather than NaN (2.11)."""
+    return torch.tensor([1e4]).to(torch.float8_e4m3fn).view(torch.uint8).item() == 0x7E
+
+
+E4M3_SATURATES = _torch_saturates_e4m3()
+
 FORMATS: dict[str, FloatFormat] = {
     f.name: f
     for f in (
@@ -63,7 +71,7 @@ FORMATS: dict[str, FloatFormat] = {
         FloatFormat("tf32", 8, 10, True, False, None),  # fp32 range, fp16 precision (19 bits)
         FloatFormat("fp16", 5, 10, True, False, torch.float16),
         FloatFormat("bf16", 8, 7, True, False, torch.bfloat16),
-        FloatFormat("fp8_e4m3", 4, 3, False, True, torch.float8_e4m3fn),
+        FloatFormat("fp8_e4m3", 4, 3, False, E4M3_SATURATES, torch.float8_e4m3fn),
         FloatFormat("fp8_e5m2", 5, 2, True, False, torch.float8_e5m2),
     )
 }
@@ -138,7 +146,7 @@ def encode(x: float, fmt: str | FloatFormat | torch.dtype) -> Fields:
         )
     largest = _largest_finite(f)
     if math.isinf(x):
-        return Fields(s, *largest[1:]) if f.saturate else Fields(s, top, 0)
+        return _overflow(f, s)
     a = abs(x)
     # the quantum (spacing) where a lives: 2^(e - M) for a in [2^e, 2^(e+1)); subnormals share
     # the smallest normal exponent 1 - B
@@ -150,9 +158,18 @@ def encode(x: float, fmt: str | FloatFormat | torch.dtype) -> Fields:
         return Fields(s, 0, q)
     fields = Fields(s, e + f.bias, q - 2**f.mantissa_bits)
     if (fields.exponent, fields.mantissa) > largest[1:]:  # past the largest finite value
-        return Fields(s, *largest[1:]) if f.saturate else Fields(s, top, 0)
+        return _overflow(f, s)
     return fields
     # END SOLUTION
+
+
+def _overflow(f: FloatFormat, sign: int) -> Fields:
+    """What a cast gives past the largest finite value: +-max in a saturating format, +-inf
+    where the format has one, else NaN (E4M3 in torch 2.11), keeping the sign."""
+    top = 2**f.exponent_bits - 1
+    if f.saturate:
+        return Fields(sign, *_largest_finite(f)[1:])
+    return Fields(sign, top, 0) if f.has_inf else Fields(sign, top, 2**f.mantissa_bits - 1)
 
 
 def _largest_finite(f: FloatFormat) -> Fields:
@@ -252,5 +269,6 @@ def round_to_format(x: torch.Tensor, fmt: str | FloatFormat | torch.dtype) -> to
     _, e, m = _largest_finite(f)
     largest = math.ldexp(2**f.mantissa_bits + m, e - f.bias - f.mantissa_bits)  # 1.m * 2^(e-B)
     over = y.abs() > largest
-    y = torch.where(over, torch.sign(y) * (largest if f.saturate else math.inf), y)
+    past = largest if f.saturate else (math.inf if f.has_inf else math.nan)
+    y = torch.where(over, torch.sign(y) * past, y)
     return torch.where(torch.isnan(x), x, y)
