@@ -34,41 +34,27 @@ from .cost import collective_bytes
 
 __all__ = ["Call", "CommCounter"]
 
-# c10d operator -> (our op name, where the full-size payload is: "in", "out", or None)
+# c10d operator -> (our op name, position of the argument holding the full-size payload S:
+# the input of all-reduce and reduce-scatter, the output of all-gather; None: no payload)
 _OPS = {
-    "allreduce_": ("all_reduce", "in"),
-    "allreduce_coalesced_": ("all_reduce", "in"),
-    "_allgather_base_": ("all_gather", "out"),
-    "allgather_": ("all_gather", "out"),
-    "allgather_into_tensor_coalesced_": ("all_gather", "out"),
-    "_reduce_scatter_base_": ("reduce_scatter", "in"),
-    "reduce_scatter_": ("reduce_scatter", "in"),
-    "reduce_scatter_tensor_coalesced_": ("reduce_scatter", "in"),
-    "alltoall_base_": ("all_to_all", "in"),
-    "alltoall_": ("all_to_all", "in"),
-    "broadcast_": ("broadcast", "in"),
-    "reduce_": ("reduce", "in"),
-    "scatter_": ("scatter", "out"),
-    "gather_": ("gather", "in"),
-    "send": ("send", "in"),
-    "recv_": ("recv", "in"),
-    "recv_any_source_": ("recv", "in"),
+    "allreduce_": ("all_reduce", 0),
+    "allreduce_coalesced_": ("all_reduce", 0),
+    "_allgather_base_": ("all_gather", 0),
+    "allgather_": ("all_gather", 0),
+    "allgather_into_tensor_coalesced_": ("all_gather", 0),
+    "_reduce_scatter_base_": ("reduce_scatter", 1),
+    "reduce_scatter_": ("reduce_scatter", 1),
+    "reduce_scatter_tensor_coalesced_": ("reduce_scatter", 1),
+    "alltoall_base_": ("all_to_all", 1),
+    "alltoall_": ("all_to_all", 1),
+    "broadcast_": ("broadcast", 0),
+    "reduce_": ("reduce", 0),
+    "scatter_": ("scatter", 0),
+    "gather_": ("gather", 1),
+    "send": ("send", 0),
+    "recv_": ("recv", 0),
+    "recv_any_source_": ("recv", 0),
     "barrier": ("barrier", None),
-}
-# (input argument, output argument) positions of each operator's tensors
-_IN_OUT = {
-    "allreduce_": (0, 0),
-    "allreduce_coalesced_": (0, 0),
-    "_allgather_base_": (1, 0),
-    "allgather_": (1, 0),
-    "allgather_into_tensor_coalesced_": (1, 0),
-    "_reduce_scatter_base_": (1, 0),
-    "reduce_scatter_": (1, 0),
-    "reduce_scatter_tensor_coalesced_": (1, 0),
-    "alltoall_base_": (1, 0),
-    "alltoall_": (1, 0),
-    "scatter_": (1, 0),
-    "gather_": (1, 0),
 }
 
 
@@ -139,8 +125,7 @@ class CommCounter(TorchDispatchMode):
         n = _group_size(args)
         if where is None:
             return Call(op, 0, 0, n)
-        i_in, i_out = _IN_OUT.get(name, (0, 0))
-        payload = _nbytes(args[i_out] if where == "out" else args[i_in])
+        payload = _nbytes(args[where])
         if op == "send":
             sent: int | float = payload
         elif op in ("all_reduce", "reduce_scatter", "all_gather", "all_to_all"):
