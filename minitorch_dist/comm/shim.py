@@ -2,7 +2,9 @@
 
 torch 2.13 renamed ``all_gather_into_tensor`` / ``reduce_scatter_tensor`` to ``all_gather_single``
 / ``reduce_scatter_single`` and makes the old names print a FutureWarning, which would land in
-every notebook's output. These wrappers call whichever name this torch has, quietly.
+every notebook's output. These wrappers call whichever name this torch has, quietly, inside
+:func:`~minitorch_dist.memory.track.backend_scope`, so that a memory tracker leaves out the
+buffers gloo makes for itself.
 """
 
 from __future__ import annotations
@@ -11,6 +13,8 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
+
+from minitorch_dist.memory.track import backend_scope
 
 __all__ = ["all_gather_into_tensor", "reduce_scatter_tensor"]
 
@@ -22,7 +26,8 @@ def all_gather_into_tensor(
     output: torch.Tensor, input: torch.Tensor, group: Any = None, async_op: bool = False
 ) -> Any:
     """Concatenate every rank's ``input`` (shape ``(k, ...)``) into ``output`` (``(n*k, ...)``)."""
-    return _all_gather(output, input, group=group, async_op=async_op)
+    with backend_scope():
+        return _all_gather(output, input, group=group, async_op=async_op)
 
 
 def reduce_scatter_tensor(
@@ -33,4 +38,5 @@ def reduce_scatter_tensor(
     async_op: bool = False,
 ) -> Any:
     """Reduce ``input`` (``(n*k, ...)``) over ranks; rank r keeps chunk r in ``output``."""
-    return _reduce_scatter(output, input, op=op, group=group, async_op=async_op)
+    with backend_scope():
+        return _reduce_scatter(output, input, op=op, group=group, async_op=async_op)
