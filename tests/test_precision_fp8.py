@@ -135,3 +135,79 @@ def test_native_matches_simulation() -> None:
     native = fp8_matmul(a, b, scaling="tensor", native=True)
     simulated = fp8_matmul(a, b, scaling="tensor")
     assert relative_error(native, simulated, dim=None) < 1e-3
+
+
+# -- fp8 linear layers (not graded: built on lab02.4's quantisers) --------------------------------
+def test_fp8_linear_forward_is_the_simulated_fp8_matmul() -> None:
+    """Catches a layer that quantises something else than its two inputs: the forward equals
+    fp8_matmul(x, W^T) per tensor, and differs from the fp32 product."""
+    from minitorch_dist.precision import Fp8Linear, fp8_linears
+
+    layer = torch.nn.Linear(64, 32, bias=False)
+    x = randn(16, 64, seed=1)
+    exact = layer(x)
+    fp8_linears(torch.nn.Sequential(layer))
+    assert type(layer) is Fp8Linear
+    torch.testing.assert_close(layer(x), fp8_matmul(x, layer.weight.t(), scaling="tensor"))
+    assert 1e-3 < relative_error(layer(x), exact, dim=None) < 0.05
+
+
+def test_fp8_linear_gradients_are_close_to_fp32_but_quantised() -> None:
+    """Catches a backward that ignores the fp8 inputs (exact gradients) or mixes them up (large
+    errors): both gradients land within a few percent of fp32's, and not on them."""
+    from minitorch_dist.precision import fp8_linears
+
+    torch.manual_seed(0)
+    ref = torch.nn.Linear(128, 256)
+    fp8 = fp8_linears(torch.nn.Sequential(torch.nn.Linear(128, 256)), scaling="block")[0]
+    fp8.load_state_dict(ref.state_dict())
+    x = randn(4, 8, 128, seed=2)
+    grads = []
+    for layer in (ref, fp8):
+        xi = x.clone().requires_grad_()
+        (layer(xi) ** 2).sum().backward()
+        grads.append((xi.grad, layer.weight.grad, layer.bias.grad))
+    for exact, approx in zip(*grads):
+        err = relative_error(approx, exact, dim=None).item()
+        assert 1e-4 < err < 0.1, err
+
+
+def test_fp8_training_tracks_fp32_on_the_tiny_model() -> None:
+    """Catches an fp8 layer that breaks training: 30 steps of Adam on the tiny Llama with every
+    block's matmuls in fp8 (per tensor) end within 0.1 nats of fp32."""
+    from minitorch_dist.models import Llama, LlamaConfig, SyntheticTokens, cross_entropy
+    from minitorch_dist.precision import Fp8Linear, fp8_linears
+
+    config = LlamaConfig.from_preset("tiny")
+    batches = list(SyntheticTokens(config.vocab_size, 4, 32, num_batches=30))
+    final = []
+    for fp8 in (False, True):
+        torch.manual_seed(0)
+        model = Llama(config)
+        if fp8:
+            fp8_linears(model)
+            kinds = {type(m) for n, m in model.named_modules() if n == "head"}
+            assert kinds == {torch.nn.Linear}  # the output head stays in higher precision
+            assert sum(type(m) is Fp8Linear for m in model.modules()) == 7 * config.layers
+        opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+        for x, y in batches:
+            opt.zero_grad()
+            loss = cross_entropy(model(x), y)
+            loss.backward()
+            opt.step()
+        final.append(loss.item())
+    assert abs(final[0] - final[1]) < 0.1, final
+
+
+def test_fp8_linears_rejects_bad_arguments() -> None:
+    """Catches a silent fallback: an unknown scaling, a bad block, or a layer whose width the
+    block does not divide is a ValueError that names the constraint."""
+    from minitorch_dist.precision import fp8_linears
+
+    model = torch.nn.Sequential(torch.nn.Linear(96, 128))
+    with pytest.raises(ValueError, match="scaling must be"):
+        fp8_linears(model, scaling="row")
+    with pytest.raises(ValueError, match="block must be"):
+        fp8_linears(model, scaling="block", block=0)
+    with pytest.raises(ValueError, match="in_features=96 is not divisible by block=128"):
+        fp8_linears(model, scaling="block")

@@ -3,7 +3,8 @@
 ``formats`` stores and reads floats bit by bit (fp32, tf32, fp16, bf16, fp8 E4M3 and E5M2): their
 range and spacing; ``loss_scaling`` keeps small fp16 gradients alive (dynamic loss scaling);
 ``mixed`` trains a 16-bit model with fp32 master weights and optimizer states; ``fp8`` quantises
-to fp8 with a scale per tensor or per block (DeepSeek-V3) and simulates an fp8 matmul.
+to fp8 with a scale per tensor or per block (DeepSeek-V3) and simulates fp8 matmuls, alone or
+in every linear layer of a model (``fp8_linears``).
 """
 
 from minitorch_dist.precision.formats import (
@@ -24,8 +25,10 @@ from minitorch_dist.precision.formats import (
 )
 from minitorch_dist.precision.fp8 import (
     FP8_DTYPES,
+    Fp8Linear,
     dequantize_blockwise,
     dequantize_per_tensor,
+    fp8_linears,
     fp8_matmul,
     fp8_matmul_is_native,
     fp8_max,
@@ -39,6 +42,7 @@ from minitorch_dist.precision.mixed import MixedPrecisionOptimizer
 __all__ = [
     "FORMATS",
     "FP8_DTYPES",
+    "Fp8Linear",
     "DynamicLossScaler",
     "Fields",
     "FloatFormat",
@@ -50,6 +54,7 @@ __all__ = [
     "encode",
     "fields_to_bits",
     "format_range",
+    "fp8_linears",
     "fp8_matmul",
     "fp8_matmul_is_native",
     "fp8_max",

@@ -156,3 +156,79 @@ def relative_error(approx: torch.Tensor, exact: torch.Tensor, dim: int | None = 
     if dim is None:
         return diff.norm() / exact.norm()
     return diff.norm(dim=dim) / exact.norm(dim=dim)
+
+
+def _fp8_round_trip(
+    x: torch.Tensor, dtype: torch.dtype, scaling: str, tile: tuple[int, int]
+) -> torch.Tensor:
+    """x quantised to fp8 and back to fp32: one scale (``scaling="tensor"``), or one per ``tile``
+    of x seen as a matrix (..., last dim) -> (rows, last dim)."""
+    if scaling == "tensor":
+        return dequantize_per_tensor(*quantize_per_tensor(x, dtype))
+    flat = x.reshape(-1, x.shape[-1])
+    return dequantize_blockwise(*quantize_blockwise(flat, tile, dtype), tile).reshape(x.shape)
+
+
+class _Fp8Linear(torch.autograd.Function):
+    """y = fp8(x) @ fp8(W)^T in the forward pass (E4M3), and E5M2 output gradients in backward:
+    the three matmuls of a linear layer with fp8 inputs, simulated in fp32 (module docstring)."""
+
+    @staticmethod
+    def forward(ctx, x, weight, scaling, block):  # noqa: ANN001, ANN205
+        xq = _fp8_round_trip(x, torch.float8_e4m3fn, scaling, (1, block))  # (..., k)
+        wq = _fp8_round_trip(weight, torch.float8_e4m3fn, scaling, (block, block))  # (n, k)
+        ctx.save_for_backward(xq, wq)  # saved in fp8 on real hardware: half of bf16's bytes
+        ctx.scaling, ctx.block = scaling, block
+        return xq @ wq.t()  # (..., n)
+
+    @staticmethod
+    def backward(ctx, grad_out):  # noqa: ANN001, ANN205
+        xq, wq = ctx.saved_tensors
+        g = _fp8_round_trip(grad_out, torch.float8_e5m2, ctx.scaling, (1, ctx.block))  # (..., n)
+        grad_x = g @ wq  # (..., k)
+        grad_w = g.reshape(-1, g.shape[-1]).t() @ xq.reshape(-1, xq.shape[-1])  # (n, k)
+        return grad_x, grad_w, None, None
+
+
+class Fp8Linear(torch.nn.Linear):
+    """An ``nn.Linear`` whose matmuls take fp8 inputs (simulated): see :func:`fp8_linears`."""
+
+    scaling: str = "tensor"
+    block: int = 128
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = _Fp8Linear.apply(x, self.weight, self.scaling, self.block)
+        return y if self.bias is None else y + self.bias
+
+
+def fp8_linears(
+    model: torch.nn.Module,
+    scaling: str = "tensor",
+    block: int = 128,
+    skip: tuple[str, ...] = ("head",),
+) -> torch.nn.Module:
+    """Turn ``model``'s ``nn.Linear`` layers (except those named in ``skip``) into
+    :class:`Fp8Linear`, in place; returns ``model``.
+
+    Forward: activations and weights rounded to E4M3, with one scale per tensor or, with
+    ``scaling="block"``, DeepSeek-V3's layout: activations in 1 x ``block`` tiles, weights in
+    ``block`` x ``block`` blocks (section 3.3.2). Backward: the output gradient rounded to E5M2
+    (Micikevicius et al. 2022, section 3), per tensor or in 1 x ``block`` tiles. Weights stay fp32
+    (the master copy), products are summed in fp32, and the layers named in ``skip`` (the output
+    head of :class:`~minitorch_dist.models.Llama`) keep full precision, as DeepSeek-V3 keeps its
+    output head (section 3.3.1).
+    """
+    if scaling not in ("tensor", "block"):
+        raise ValueError(f"scaling must be 'tensor' or 'block', got {scaling!r}")
+    if not isinstance(block, int) or block < 1:
+        raise ValueError(f"block must be a positive integer, got {block!r}")
+    for name, module in model.named_modules():
+        if type(module) is not torch.nn.Linear or name.split(".")[-1] in skip:
+            continue
+        for side in ("in_features", "out_features"):
+            width = getattr(module, side)
+            if scaling == "block" and width % block:
+                raise ValueError(f"{name}: {side}={width} is not divisible by block={block}")
+        module.__class__ = Fp8Linear
+        module.scaling, module.block = scaling, block
+    return model
