@@ -211,3 +211,14 @@ def test_fp8_linears_rejects_bad_arguments() -> None:
         fp8_linears(model, scaling="block", block=0)
     with pytest.raises(ValueError, match="in_features=96 is not divisible by block=128"):
         fp8_linears(model, scaling="block")
+
+
+def test_outlier_ratio_by_hand() -> None:
+    """Catches a ratio against the mean instead of the rms, or without the absolute value:
+    x = (-4, 0, 0, 0) has amax 4 and rms 2."""
+    from minitorch_dist.precision import outlier_ratio
+
+    assert outlier_ratio(torch.tensor([-4.0, 0.0, 0.0, 0.0])) == 2.0
+    assert outlier_ratio(torch.ones(10)) == 1.0
+    with pytest.raises(ValueError, match="all zeros"):
+        outlier_ratio(torch.zeros(3))

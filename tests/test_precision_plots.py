@@ -18,6 +18,7 @@ from minitorch_dist.viz.precision_plots import (
     plot_loss_scale,
     plot_lost_updates,
     plot_magnitudes,
+    plot_outlier_growth,
     plot_ranges,
     plot_running_sums,
     plot_spacing,
@@ -66,4 +67,7 @@ def test_magnitude_and_error_figures() -> None:
     assert len(fig.axes[0].lines) == 3  # min subnormal, min normal, max
     render(fig)
     render(plot_fp8_errors([1.0, 10.0], {"tensor": [0.04, 0.05], "block": [0.04, 0.04]}))
+    fig = plot_outlier_growth({"lr 1e-3": [3.0, 4.0]}, 28672.0, losses={"fp32": [5.0, 4.0]})
+    render(fig)
+    assert len(fig.axes) == 2 and "28,672" in fig.axes[0].get_legend_handles_labels()[1][-1]
     render(plot_lost_updates([1e-5, 1e-4], {"fp16": [0.5, 0.1], "bf16": [0.9, 0.5]}))

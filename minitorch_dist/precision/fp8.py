@@ -232,3 +232,18 @@ def fp8_linears(
         module.__class__ = Fp8Linear
         module.scaling, module.block = scaling, block
     return model
+
+
+def outlier_ratio(x: torch.Tensor) -> float:
+    """amax(|x|) / rms(x): how far the largest entry stands above a typical one.
+
+    With one scale per tensor the largest entry lands on fp8_max and a typical one near
+    fp8_max / ratio; past fp8_max / (smallest normal) -- 448 / 2^-6 for E4M3 -- typical entries
+    fall into the subnormals and lose mantissa bits (chapter 2, "Why it is fragile").
+    """
+    _check_input(x)
+    x = x.detach().double()
+    rms = x.pow(2).mean().sqrt()
+    if rms == 0:
+        raise ValueError("x must not be all zeros: its outlier ratio is undefined")
+    return (x.abs().max() / rms).item()

@@ -177,6 +177,44 @@ def plot_fp8_errors(magnitudes: Sequence[float], errors: Mapping[str, Sequence[f
     return fig
 
 
+def plot_outlier_growth(ratios: Mapping[str, Sequence[float]], headroom: float, *,
+                        losses: Mapping[str, Sequence[float]] | None = None,
+                        title: str | None = None) -> Figure:  # fmt: skip
+    """Outlier ratio (amax / rms) against the training step, one line per run, under the ratio
+    where per-tensor fp8 pushes typical entries into the subnormals (``headroom``); with
+    ``losses`` (named "<run> <recipe>"), their loss curves on a second panel, one colour per run,
+    its first recipe solid and the others dashed."""
+    fig = BookFigure(figsize=(11, 4.2) if losses else (7, 4.2))
+    ax = fig.add_subplot(1, 2 if losses else 1, 1)
+    for name, values in ratios.items():
+        ax.plot(range(1, len(values) + 1), values, label=name)
+    ax.axhline(
+        headroom, color="black", ls="--", label=f"per-tensor E4M3 headroom ({headroom:,.0f})"
+    )
+    ax.set_yscale("log")
+    ax.set_xlabel("training step")
+    ax.set_ylabel("largest amax / rms over the linear inputs")
+    ax.set_title(title or "Outliers grow faster at a higher learning rate")
+    ax.legend(fontsize="small")
+    ax.grid(alpha=0.3, which="both")
+    if losses:
+        right = fig.add_subplot(1, 2, 2)
+        colours: dict[str, str] = {}
+        for name, values in losses.items():  # "<run> <recipe>": a colour per run, a dash per recipe
+            run, _, recipe = name.rpartition(" ")
+            first = run not in colours
+            colour = colours.setdefault(run, f"C{len(colours)}")
+            right.plot(range(1, len(values) + 1), values, label=name, lw=1, color=colour,
+                       ls="-" if first else "--")  # fmt: skip
+        right.set_xlabel("training step")
+        right.set_ylabel("loss (nats)")
+        right.set_title("fp32 and fp8 (per tensor) loss")
+        right.legend(fontsize="small")
+        right.grid(alpha=0.3)
+    fig.tight_layout()
+    return fig
+
+
 def plot_running_sums(sums: Mapping[str, Sequence[float]], *, exact: Sequence[float] | None = None,
                       title: str | None = None) -> Figure:  # fmt: skip
     """Running sums (one line per accumulator precision) against the number of terms added."""
