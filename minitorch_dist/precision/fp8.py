@@ -101,6 +101,22 @@ def dequantize_blockwise(
     return q.float() * full
 
 
+def _fp8_round_trip(
+    x: torch.Tensor, dtype: torch.dtype, scaling: str, tile: tuple[int, int]
+) -> torch.Tensor:
+    """x quantised to fp8 and back to fp32: one scale (``scaling="tensor"``), or one per ``tile``
+    of x seen as a matrix (..., last dim) -> (rows, last dim)."""
+    if scaling == "tensor":
+        return dequantize_per_tensor(*quantize_per_tensor(x, dtype))
+    flat = x.reshape(-1, x.shape[-1])
+    return dequantize_blockwise(*quantize_blockwise(flat, tile, dtype), tile).reshape(x.shape)
+
+
+def _check_scaling(scaling: str) -> None:
+    if scaling not in ("tensor", "block"):
+        raise ValueError(f"scaling must be 'tensor' or 'block', got {scaling!r}")
+
+
 def fp8_matmul(
     a: torch.Tensor,
     b: torch.Tensor,
@@ -119,8 +135,7 @@ def fp8_matmul(
     """
     if a.ndim != 2 or b.ndim != 2 or a.shape[1] != b.shape[0]:
         raise ValueError(f"need a (m, k) and b (k, n), got {tuple(a.shape)} and {tuple(b.shape)}")
-    if scaling not in ("tensor", "block"):
-        raise ValueError(f"scaling must be 'tensor' or 'block', got {scaling!r}")
+    _check_scaling(scaling)
     if native:
         if scaling != "tensor" or not fp8_matmul_is_native(a.device):
             raise ValueError("native=True needs scaling='tensor' and a CUDA GPU with fp8 (sm_89+)")
@@ -129,12 +144,8 @@ def fp8_matmul(
         # _scaled_mm wants b column-major: the transpose of a row-major (n, k) tensor
         qb = qb.t().contiguous().t()
         return torch._scaled_mm(qa, qb, scale_a=sa, scale_b=sb, out_dtype=torch.float32)
-    if scaling == "tensor":
-        a_hat = dequantize_per_tensor(*quantize_per_tensor(a, dtype))  # (m, k)
-        b_hat = dequantize_per_tensor(*quantize_per_tensor(b, dtype))  # (k, n)
-    else:
-        a_hat = dequantize_blockwise(*quantize_blockwise(a, (1, block), dtype), (1, block))
-        b_hat = dequantize_blockwise(*quantize_blockwise(b, (block, block), dtype), (block, block))
+    a_hat = _fp8_round_trip(a, dtype, scaling, (1, block))  # (m, k)
+    b_hat = _fp8_round_trip(b, dtype, scaling, (block, block))  # (k, n)
     return a_hat @ b_hat  # (m, k) @ (k, n) in fp32
 
 
@@ -156,17 +167,6 @@ def relative_error(approx: torch.Tensor, exact: torch.Tensor, dim: int | None = 
     if dim is None:
         return diff.norm() / exact.norm()
     return diff.norm(dim=dim) / exact.norm(dim=dim)
-
-
-def _fp8_round_trip(
-    x: torch.Tensor, dtype: torch.dtype, scaling: str, tile: tuple[int, int]
-) -> torch.Tensor:
-    """x quantised to fp8 and back to fp32: one scale (``scaling="tensor"``), or one per ``tile``
-    of x seen as a matrix (..., last dim) -> (rows, last dim)."""
-    if scaling == "tensor":
-        return dequantize_per_tensor(*quantize_per_tensor(x, dtype))
-    flat = x.reshape(-1, x.shape[-1])
-    return dequantize_blockwise(*quantize_blockwise(flat, tile, dtype), tile).reshape(x.shape)
 
 
 class _Fp8Linear(torch.autograd.Function):
@@ -218,8 +218,7 @@ def fp8_linears(
     head of :class:`~minitorch_dist.models.Llama`) keep full precision, as DeepSeek-V3 keeps its
     output head (section 3.3.1).
     """
-    if scaling not in ("tensor", "block"):
-        raise ValueError(f"scaling must be 'tensor' or 'block', got {scaling!r}")
+    _check_scaling(scaling)
     if not isinstance(block, int) or block < 1:
         raise ValueError(f"block must be a positive integer, got {block!r}")
     for name, module in model.named_modules():
