@@ -36,9 +36,9 @@ from common import add_model_args, config_from_args, emit
 from minitorch_dist import launch
 from minitorch_dist.memory import format_bytes
 from minitorch_dist.models import Llama, LlamaConfig, cross_entropy
+from minitorch_dist.reference import make_batches, rank_batch
 from minitorch_dist.zero import zero_optimizer
 from minitorch_dist.zero.measure import zero_table
-from minitorch_dist.zero.train import make_batches, rank_rows
 
 
 def parse_args() -> argparse.Namespace:
@@ -82,7 +82,7 @@ def _run(rank: int, world: int, which: str, config: LlamaConfig, args: Any) -> d
         inner = opt.optimizer.optimizer if opt.offload else opt.optimizer  # a torch Adam
     batches = make_batches(config.vocab_size, args.micro_batch * world, args.seq_len,
                            args.steps + 2)  # fmt: skip
-    batches = [tuple(t.to(device) for t in rank_rows(b, rank, world)) for b in batches]
+    batches = [tuple(t.to(device) for t in rank_batch(b, rank, world)) for b in batches]
 
     def step(batch: tuple[torch.Tensor, torch.Tensor]) -> float:
         loss = cross_entropy(model(batch[0]), batch[1])

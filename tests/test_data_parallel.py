@@ -26,12 +26,19 @@ from minitorch_dist.data_parallel import (
     build_buckets,
     make_batches,
     replicas_agree,
-    train_step,
 )
 from minitorch_dist.models import Llama, LlamaConfig, cross_entropy
+from minitorch_dist.reference import (
+    TIGHT,
+    Run,
+    Shard,
+    assert_runs_match,
+    param_grads,
+    reference_run,
+    run_training,
+)
 
 STEPS, GLOBAL_BATCH, SEQ = 3, 8, 16
-TIGHT = dict(rtol=1e-5, atol=2e-6)
 
 
 def _model(kind: str) -> nn.Module:
@@ -42,24 +49,22 @@ def _vocab(kind: str) -> int:
     return 32 if kind == "toy" else LlamaConfig.from_preset("tiny").vocab_size
 
 
-def _optimizer(model: nn.Module, name: str) -> torch.optim.Optimizer:
+def _optimizer(params, name: str) -> torch.optim.Optimizer:  # noqa: ANN001
     if name == "sgd":
-        return torch.optim.SGD(model.parameters(), lr=0.5, momentum=0.9)
-    return torch.optim.AdamW(model.parameters(), lr=1e-2)
+        return torch.optim.SGD(params, lr=0.5, momentum=0.9)
+    return torch.optim.AdamW(params, lr=1e-2)
 
 
-def _state(model: nn.Module) -> dict[str, torch.Tensor]:
+def _state(model: nn.Module, optimizer: object = None) -> dict[str, torch.Tensor]:
+    """Every entry of the state dict: frozen weights and buffers too (a missed broadcast)."""
     return {k: v.detach().clone() for k, v in model.state_dict().items()}
 
 
-def _reference(kind: str, opt: str, grad_acc: int = 1) -> dict[str, torch.Tensor]:
+def _reference(kind: str, opt: str, grad_acc: int = 1) -> Run:
     """One process, the whole global batch per step (grad_acc micro-batches of it)."""
-    torch.manual_seed(0)
-    model = _model(kind)
-    optimizer = _optimizer(model, opt)
-    for x, y in make_batches(_vocab(kind), GLOBAL_BATCH, SEQ, STEPS):
-        train_step(model, optimizer, x, y, cross_entropy, grad_acc=grad_acc)
-    return _state(model)
+    return reference_run(lambda: _model(kind), lambda ps: _optimizer(ps, opt),
+                         make_batches(_vocab(kind), GLOBAL_BATCH, SEQ, STEPS),
+                         grad_acc=grad_acc, weights=_state)  # fmt: skip
 
 
 def _wrap(variant: str, model: nn.Module, cap_mb: float) -> nn.Module:
@@ -72,24 +77,30 @@ def _train(rank, world_size, kind, opt, variant, cap_mb=25.0, grad_acc=1) -> dic
     torch.manual_seed(0 if rank == 0 else 1000 + rank)  # replicas differ until the broadcast
     model = _model(kind)
     ddp = _wrap(variant, model, cap_mb)
-    optimizer = _optimizer(model, opt)
-    steps = []
-    for x, y in make_batches(_vocab(kind), GLOBAL_BATCH, SEQ, STEPS):
-        x, y = batch_slice(x, rank, world_size), batch_slice(y, rank, world_size)
-        with CommCounter() as cc:
-            train_step(ddp, optimizer, x, y, cross_entropy, grad_acc=grad_acc)
-        steps.append((cc.calls["all_reduce"], cc.bytes_sent["all_reduce"]))
+    counters: list[CommCounter] = []
+
+    def counted(step: int) -> CommCounter:
+        counters.append(CommCounter())
+        return counters[-1]
+
+    run = run_training(ddp, _optimizer(model.parameters(), opt),
+                       make_batches(_vocab(kind), GLOBAL_BATCH, SEQ, STEPS), rank=rank,
+                       world_size=world_size, grad_acc=grad_acc, around_step=counted,
+                       grads=lambda m, o: param_grads(model), weights=lambda m, o: _state(model))  # fmt: skip
+    steps = [(cc.calls["all_reduce"], cc.bytes_sent["all_reduce"]) for cc in counters]
     buckets = [b.nbytes for b in ddp.buckets] if variant == "bucketed" else None
     grads = [p.numel() * p.element_size() for p in model.parameters() if p.requires_grad]
-    return {"state": _state(model), "agree": replicas_agree(model), "steps": steps,
-            "buckets": buckets, "grads": grads}  # fmt: skip
+    return {"run": run, "agree": replicas_agree(model), "steps": steps, "buckets": buckets,
+            "grads": grads}  # fmt: skip
 
 
-def _check_against_reference(results: list[dict], ref: dict[str, torch.Tensor]) -> None:
-    for rank, r in enumerate(results):
-        assert r["agree"], "the replicas drifted apart"
-        for name, want in ref.items():
-            torch.testing.assert_close(r["state"][name], want, **TIGHT, msg=f"rank {rank}, {name}")
+def _check_against_reference(results: list[dict], ref: Run) -> None:
+    """Through the shared harness: each rank's outputs (its rows of the reference's), the first
+    step's averaged gradients, the weights (and buffers) after the last step, the mean loss."""
+    assert all(r["agree"] for r in results), "the replicas drifted apart"
+    n = len(results)
+    assert_runs_match([r["run"] for r in results], ref, outputs=lambda rank: Shard(0, rank, n),
+                      tolerance=TIGHT)  # fmt: skip
 
 
 # -- lab05.2: naive ---------------------------------------------------------------------------

@@ -21,8 +21,8 @@ from torch import nn
 from minitorch_dist.comm.counting import CommCounter
 from minitorch_dist.data_parallel.bucketed import DataParallelBucket
 from minitorch_dist.data_parallel.naive import DataParallelNaive
-from minitorch_dist.data_parallel.training import batch_slice, make_batches, train_step
 from minitorch_dist.models import Llama, LlamaConfig, cross_entropy
+from minitorch_dist.reference import batch_slice, make_batches, train_step
 
 __all__ = ["VARIANTS", "compare_variants", "wrap"]
 

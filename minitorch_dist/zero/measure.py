@@ -27,8 +27,8 @@ from minitorch_dist.comm import CommCounter, collective_bytes
 from minitorch_dist.launcher import launch
 from minitorch_dist.memory import MemoryTracker, model_state_bytes
 from minitorch_dist.models import Llama, LlamaConfig, cross_entropy
+from minitorch_dist.reference import make_batches, rank_batch
 from minitorch_dist.zero import ZeroOptimizer, storage_bytes, zero_optimizer
-from minitorch_dist.zero.train import make_batches, rank_rows
 
 __all__ = ["expected_comm_bytes", "fake_zero_bytes", "measure_zero_step", "zero_comm_bytes",
            "zero_table"]  # fmt: skip
@@ -112,7 +112,7 @@ def _table_rank(
     rank: int, world_size: int, config: LlamaConfig, stages: tuple, micro_batch: int,
     seq_len: int, offload: bool,
 ) -> list[dict[str, Any]]:  # fmt: skip
-    batch = rank_rows(make_batches(config.vocab_size, micro_batch * world_size, seq_len, 1)[0],
+    batch = rank_batch(make_batches(config.vocab_size, micro_batch * world_size, seq_len, 1)[0],
                       rank, world_size)  # fmt: skip
     rows = []
     for stage in stages:
