@@ -153,9 +153,11 @@ class Attention(nn.Module):
 
     def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
         b, s, _ = x.shape
-        q = self.wq(x).view(b, s, self.heads, self.head_dim)  # (b, s, H, d)
-        k = self.wk(x).view(b, s, self.kv_heads, self.head_dim)  # (b, s, KV, d)
-        v = self.wv(x).view(b, s, self.kv_heads, self.head_dim)  # (b, s, KV, d)
+        # -1, not self.heads: a column-parallel wq/wk/wv whose out_features are a 1/tp slice of
+        # whole heads yields the local heads here without Attention knowing about tp.
+        q = self.wq(x).view(b, s, -1, self.head_dim)  # (b, s, H, d)
+        k = self.wk(x).view(b, s, -1, self.head_dim)  # (b, s, KV, d)
+        v = self.wv(x).view(b, s, -1, self.head_dim)  # (b, s, KV, d)
         q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
         # transpose is a view: SDPA reads the (b, s, H, d) memory as (b, H, s, d) without a copy
         out = self.core(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2))  # (b, H, s, d)
