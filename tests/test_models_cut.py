@@ -149,7 +149,7 @@ def test_stages_hold_only_their_own_share_of_the_model() -> None:
 
 def test_stage_rope_follows_the_sequence_length_of_its_input() -> None:
     """Catches RoPE tables fixed at build time (a stage would fail on another length) and a
-    middle stage that forgets to check max_seq_len."""
+    later stage (fed hidden states, not tokens) that forgets to check max_seq_len."""
     model = Llama(TINY).double()
     _, last = split_model(model, [1, 1])
     for s in (3, 17):
