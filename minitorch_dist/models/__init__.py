@@ -1,5 +1,6 @@
 """Models: :class:`LlamaConfig` (presets of real Llama checkpoints) and the tiny :class:`Llama`
-that every lab trains, plus synthetic token data to train it on."""
+that every lab trains, plus synthetic token data to train it on, and :func:`split_model`, which
+cuts a Llama into pipeline stages (:class:`LlamaStage`) that share its submodules."""
 
 from minitorch_dist.models.configs import PRESETS, LlamaConfig, preset_names
 from minitorch_dist.models.data import SyntheticTokens, markov_entropy, synthetic_batch
@@ -12,8 +13,10 @@ from minitorch_dist.models.llama import (
     SwiGLU,
     apply_rope,
     cross_entropy,
+    rope_for,
     rope_tables,
 )
+from minitorch_dist.models.stage import LlamaStage, split_model
 
 __all__ = [
     "PRESETS",
@@ -22,6 +25,7 @@ __all__ = [
     "Block",
     "Llama",
     "LlamaConfig",
+    "LlamaStage",
     "RMSNorm",
     "SwiGLU",
     "SyntheticTokens",
@@ -29,6 +33,8 @@ __all__ = [
     "cross_entropy",
     "markov_entropy",
     "preset_names",
+    "rope_for",
     "rope_tables",
+    "split_model",
     "synthetic_batch",
 ]

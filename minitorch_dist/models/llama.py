@@ -15,9 +15,13 @@ head and no biases. Submodule names are part of the contract, because later labs
     model.norm                       RMSNorm(h)
     model.head                       nn.Linear(h, V, bias=False)
 
-RoPE's cos/sin tables are computed in ``forward`` (once per call, shared by all blocks) rather than
-stored as buffers, so the model holds no state besides its parameters: it builds under
-``torch.device("meta")`` and under ``FakeTensorMode`` with ``torch.set_default_dtype(...)``.
+``forward`` is the composition of four pieces, ``embed_tokens`` -> ``rope`` -> ``run_blocks`` ->
+``output`` (final norm + head), so that a pipeline stage (:mod:`minitorch_dist.models.stage`) runs
+any contiguous slice of blocks on the same submodules, the first stage with the embedding and the
+last with the head. RoPE's cos/sin tables are computed from the sequence length on each call (once
+per forward, shared by all blocks) rather than stored as buffers, so the model holds no state
+besides its parameters: it builds under ``torch.device("meta")`` and under ``FakeTensorMode`` with
+``torch.set_default_dtype(...)``.
 
 What the forward saves for backward (measured with ``torch.autograd.graph.saved_tensors_hooks``
 on CPU, fp32 and bf16, tiny preset; tensors that share a storage counted once; parameters not
@@ -107,6 +111,20 @@ def rope_tables(
     return angles.cos(), angles.sin()
 
 
+def rope_for(
+    config: LlamaConfig, seq_len: int, device: torch.device | str | None, dtype: torch.dtype
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """RoPE's cos and sin for a model of ``config``, (seq_len, head_dim) each, in ``dtype``.
+
+    Computed from the sequence length on every call (no buffer), so every pipeline stage makes
+    its own from the activations it receives and the model holds nothing but parameters.
+    """
+    if seq_len > config.max_seq_len:
+        raise ValueError(f"sequence length {seq_len} exceeds max_seq_len={config.max_seq_len}")
+    cos, sin = rope_tables(seq_len, config.head_dim, config.rope_theta, device)
+    return cos.to(dtype), sin.to(dtype)  # (s, d) each
+
+
 def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
     """Rotate each pair (x_i, x_{i+d/2}) of ``x`` (b, s, heads, d) by its position's angle."""
     x1, x2 = x.chunk(2, dim=-1)  # (b, s, heads, d/2) each
@@ -153,9 +171,11 @@ class Attention(nn.Module):
 
     def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
         b, s, _ = x.shape
-        q = self.wq(x).view(b, s, self.heads, self.head_dim)  # (b, s, H, d)
-        k = self.wk(x).view(b, s, self.kv_heads, self.head_dim)  # (b, s, KV, d)
-        v = self.wv(x).view(b, s, self.kv_heads, self.head_dim)  # (b, s, KV, d)
+        # -1, not self.heads: a column-parallel wq/wk/wv whose out_features are a 1/tp slice of
+        # whole heads yields the local heads here without Attention knowing about tp.
+        q = self.wq(x).view(b, s, -1, self.head_dim)  # (b, s, H, d)
+        k = self.wk(x).view(b, s, -1, self.head_dim)  # (b, s, KV, d)
+        v = self.wv(x).view(b, s, -1, self.head_dim)  # (b, s, KV, d)
         q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
         # transpose is a view: SDPA reads the (b, s, H, d) memory as (b, H, s, d) without a copy
         out = self.core(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2))  # (b, H, s, d)
@@ -218,16 +238,39 @@ class Llama(nn.Module):
             elif isinstance(module, RMSNorm):
                 nn.init.ones_(module.weight)
 
-    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
-        b, s = tokens.shape
-        if s > self.config.max_seq_len:
-            raise ValueError(f"sequence length {s} exceeds max_seq_len={self.config.max_seq_len}")
-        x = self.embed(tokens)  # (b, s, h)
-        cos, sin = rope_tables(s, self.config.head_dim, self.config.rope_theta, tokens.device)
-        cos, sin = cos.to(x.dtype), sin.to(x.dtype)  # (s, d) each, shared by every block
-        for block in self.layers:
+    # The forward in four pieces, so that a pipeline stage (models/stage.py) can run any slice of
+    # them on the same submodules; forward is their composition and nothing else.
+    def embed_tokens(self, tokens: torch.Tensor) -> torch.Tensor:
+        """Token ids (b, s) -> hidden states (b, s, h): what the first pipeline stage runs first."""
+        return self.embed(tokens)  # (b, s, h)
+
+    def rope(
+        self, seq_len: int, device: torch.device | str | None, dtype: torch.dtype
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """RoPE's cos and sin, (seq_len, head_dim) each in ``dtype``: see :func:`rope_for`."""
+        return rope_for(self.config, seq_len, device, dtype)
+
+    def run_blocks(
+        self,
+        x: torch.Tensor,
+        cos: torch.Tensor,
+        sin: torch.Tensor,
+        layers: slice | range | None = None,
+    ) -> torch.Tensor:
+        """Run the contiguous blocks ``layers`` (a slice or range of indices; default all)."""
+        blocks = self.layers if layers is None else self.layers[layers.start : layers.stop]
+        for block in blocks:
             x = block(x, cos, sin)  # (b, s, h)
+        return x
+
+    def output(self, x: torch.Tensor) -> torch.Tensor:
+        """Final norm and head, (b, s, h) -> logits (b, s, V): what the last stage runs last."""
         return self.head(self.norm(x))  # (b, s, V)
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        x = self.embed_tokens(tokens)  # (b, s, h)
+        cos, sin = self.rope(tokens.shape[1], tokens.device, x.dtype)  # shared by every block
+        return self.output(self.run_blocks(x, cos, sin))  # (b, s, V)
 
 
 def cross_entropy(

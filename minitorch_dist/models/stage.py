@@ -1,0 +1,99 @@
+"""Cut a :class:`Llama` into pipeline stages that share its submodules.
+
+    stages = split_model(model, [2, 1, 1])     # blocks 0-1 | 2 | 3 of a 4-layer model
+    x = tokens
+    for stage in stages:                       # on one process, the same as model(tokens)
+        x = stage(x)
+
+Pipeline parallelism (GPipe, Huang et al. 2019; Megatron-LM's 1F1B, Narayanan et al. 2021)
+gives each rank a contiguous run of transformer blocks: the first stage also holds the token
+embedding, the last the final norm and the head. A :class:`LlamaStage` is that share. It holds the
+model's own modules, not copies (``stage.layers[j] is model.layers[start + j]``), so a stage
+computes exactly what the same slice of ``Llama.forward`` computes, and its parameters are the
+model's: ``stage.parameters()`` yields only this stage's share. The submodule names are the
+model's (``embed``, ``layers``, ``norm``, ``head``) with ``layers`` numbered from 0 inside the
+stage, as Megatron numbers them; ``start`` gives the offset. RoPE's tables are made per stage from
+the sequence length of what arrives, so a stage keeps no state.
+
+With ``tie_embeddings`` the first and last stages share one weight: on one process its gradient
+accumulates from both uses; across ranks a pipeline must all-reduce it between them (Megatron's
+"embedding group"). To cut a model too big to build, build it on ``torch.device("meta")``, cut it,
+then materialise each rank's stage (``to_empty``) and load or initialise its weights.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+from torch import nn
+
+from minitorch_dist.models.llama import Llama, rope_for
+
+__all__ = ["LlamaStage", "split_model"]
+
+
+class LlamaStage(nn.Module):
+    """Blocks ``start`` to ``stop - 1`` of ``model``, with the embedding if ``start == 0`` and
+    the final norm and head if ``stop == model.config.layers``.
+
+    Input: token ids (b, s) on the first stage, hidden states (b, s, h) on the others. Output:
+    logits (b, s, V) on the last stage, hidden states (b, s, h) on the others.
+    """
+
+    def __init__(self, model: Llama, start: int, stop: int) -> None:
+        super().__init__()
+        num_layers = model.config.layers
+        if not (isinstance(start, int) and isinstance(stop, int) and 0 <= start < stop):
+            raise ValueError(f"need ints 0 <= start < stop, got start={start!r}, stop={stop!r}")
+        if stop > num_layers:
+            raise ValueError(f"stop={stop} exceeds the model's layers={num_layers}")
+        self.config = model.config
+        self.start, self.stop = start, stop
+        self.embed = model.embed if start == 0 else None
+        self.layers = nn.ModuleList(model.layers[start:stop])  # the same Block objects
+        self.norm = model.norm if stop == num_layers else None
+        self.head = model.head if stop == num_layers else None
+
+    @property
+    def has_embed(self) -> bool:
+        """Whether this is the first stage: it takes token ids and holds the embedding."""
+        return self.embed is not None
+
+    @property
+    def has_head(self) -> bool:
+        """Whether this is the last stage: it returns logits and holds the final norm and head."""
+        return self.head is not None
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.embed is not None:
+            x = self.embed(x)  # (b, s) token ids -> (b, s, h)
+        cos, sin = rope_for(self.config, x.shape[1], x.device, x.dtype)  # (s, d) each
+        for block in self.layers:
+            x = block(x, cos, sin)  # (b, s, h)
+        if self.head is not None:
+            x = self.head(self.norm(x))  # (b, s, V)
+        return x
+
+    def extra_repr(self) -> str:
+        return f"layers {self.start}..{self.stop - 1} of {self.config.layers}"
+
+
+def split_model(model: Llama, layers_per_stage: Sequence[int]) -> list[LlamaStage]:
+    """Cut ``model`` into ``len(layers_per_stage)`` consecutive stages of that many blocks each.
+
+    ``layers_per_stage`` is a list of counts, as ``pipeline.split_layers(num_layers, pp)``
+    returns, so the two compose: ``split_model(model, split_layers(model.config.layers, pp))``.
+    """
+    sizes = list(layers_per_stage)
+    if not sizes or any(not isinstance(n, int) or isinstance(n, bool) or n < 1 for n in sizes):
+        raise ValueError(f"layers_per_stage must be ints >= 1, one per stage, got {sizes}")
+    if sum(sizes) != model.config.layers:
+        raise ValueError(
+            f"layers_per_stage must sum to the model's layers={model.config.layers}, "
+            f"got sum({sizes}) = {sum(sizes)}"
+        )
+    bounds = [0]
+    for n in sizes:
+        bounds.append(bounds[-1] + n)
+    return [LlamaStage(model, a, b) for a, b in zip(bounds[:-1], bounds[1:])]
