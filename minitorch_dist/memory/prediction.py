@@ -15,7 +15,7 @@ Lab 6 checks these numbers against ZeRO stages 0-3 and offload measured on emula
 What it leaves out: temporary buffers (the logits while the loss is computed, communication
 buckets), the CUDA context, and the caching allocator's rounding and fragmentation -- a real run
 needs some headroom above the total. It is accounting, not UI: the ipywidgets explorer of
-:mod:`minitorch_dist.viz` calls it, and so do the tests, chapters 1 and 6, and the benchmarks.
+:mod:`minitorch_dist.viz` calls it, and so do chapters 1 and 6, labs 1 and 6 and their tests.
 """
 
 from __future__ import annotations
