@@ -4,14 +4,22 @@ Each subpackage is one chapter's technique, built by the reader in the lab of th
 
     launcher       emulated ranks (N CPU processes on gloo) and torchrun for real GPUs
     models/        LlamaConfig (presets of real checkpoints) and the tiny Llama every lab trains
-    memory/        closed-form accounting (estimate) and measured accounting (track)     chapter 1
+    printing       rank-ordered printing and seeding
+    figures        the figure base (BookFigure, category colours) every topic's plots use
+    scopes         thread-local scopes shared across packages (a backend's collectives)
+    memory/        closed-form accounting (estimate), per-rank totals (prediction) and
+                   measured accounting (track)                                           chapter 1
     precision/     number formats, loss scaling, mixed precision, fp8                    chapter 2
     recompute/     activation checkpointing: full and selective policies                 chapter 3
     accumulate/    gradient accumulation with token-weighted normalisation               chapter 4
     comm/          bytes per collective, a counter, the ring from send/recv              chapter 5
     data_parallel/ naive and bucketed DDP with no_sync                                   chapter 5
     zero/          ZeRO stages 1, 2, 3 and optimizer offload                             chapter 6
-    viz/           figures and the memory predictor widget
+    viz/           the ipywidgets memory predictor (nothing else imports it)
+
+Each topic keeps its figures beside it in a ``plots`` module (``memory.plots``,
+``precision.plots``, ``comm.plots``, ``recompute.plots``, ``accumulate.plots``) that its package's
+``__init__`` does not import, so the numbers never pull in matplotlib.
 
 Top-level names are imported lazily, so ``python -m minitorch_dist.make`` runs before torch is
 installed and ``import minitorch_dist`` stays cheap.

@@ -12,7 +12,7 @@ import torch
 
 from minitorch_dist import launch
 from minitorch_dist.comm.cost import algorithm_bandwidth, bus_bandwidth, collective_time
-from minitorch_dist.comm.viz import (
+from minitorch_dist.comm.plots import (
     COLLECTIVES,
     plot_alpha_beta,
     plot_collectives,

@@ -12,9 +12,8 @@ import math
 
 import torch
 
-from minitorch_dist.memory import activation_bytes, measure_step_fake, model_state_bytes
+from minitorch_dist.memory import activation_bytes, measure_step_fake, model_state_bytes, predict
 from minitorch_dist.models import LlamaConfig
-from minitorch_dist.viz import predict
 
 GiB = 2**30
 DEVICE = 80 * GiB  # the device the chapter and the lab use

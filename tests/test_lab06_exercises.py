@@ -10,9 +10,8 @@ from __future__ import annotations
 
 import math
 
-from minitorch_dist.memory import model_state_bytes
+from minitorch_dist.memory import model_state_bytes, predict
 from minitorch_dist.models import LlamaConfig
-from minitorch_dist.viz import predict
 from minitorch_dist.zero.measure import zero_comm_bytes
 
 GiB = 2**30

@@ -1,4 +1,4 @@
-"""The figures of chapter 2 and lab 2 (``minitorch_dist.viz.precision_plots``), rendered headless.
+"""The figures of chapter 2 and lab 2 (``minitorch_dist.precision.plots``), rendered headless.
 
 Each test renders a figure to PNG and checks what it draws, so a figure that raises, or that
 silently draws nothing, fails here rather than in the book build.
@@ -11,7 +11,7 @@ import math
 
 import torch
 
-from minitorch_dist.viz.precision_plots import (
+from minitorch_dist.precision.plots import (
     plot_bit_layouts,
     plot_fp8_errors,
     plot_loss_curves,

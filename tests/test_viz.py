@@ -1,4 +1,6 @@
-"""The figures and the memory predictor of chapter 1 (``minitorch_dist.viz``), without a frontend.
+"""The figures of chapter 1 (``minitorch_dist.memory.plots``), the per-rank memory model
+(``minitorch_dist.memory.predict``) and the predictor widget (``minitorch_dist.viz``), without a
+frontend.
 
 The predictor's widget is driven the way a reader drives it -- by setting control values -- and
 what it displays is read back from its HTML and compared with :func:`predict`, which in turn must
@@ -16,18 +18,17 @@ from pathlib import Path
 
 import pytest
 
-from minitorch_dist.memory import llama_activation_bytes, model_state_bytes
-from minitorch_dist.models import LlamaConfig, preset_names
-from minitorch_dist.viz import (
+from minitorch_dist.memory import llama_activation_bytes, model_state_bytes, predict
+from minitorch_dist.memory.plots import (
     budget_table,
     plot_activation_growth,
     plot_breakdown,
     plot_budget,
     plot_predictions,
     plot_timeline,
-    predict,
-    render_prediction,
 )
+from minitorch_dist.models import LlamaConfig, preset_names
+from minitorch_dist.viz import render_prediction
 
 ROOT = Path(__file__).resolve().parent.parent
 GiB = 2**30
@@ -96,7 +97,8 @@ def test_package_imports_without_ipywidgets():
     code = (
         "import sys; sys.modules['ipywidgets'] = None\n"
         "import minitorch_dist.viz as viz\n"
-        "print(viz.predict('tiny', 64, 1)['total'] > 0)\n"
+        "from minitorch_dist.memory import predict\n"
+        "print(predict('tiny', 64, 1)['total'] > 0)\n"
         "try:\n    viz.memory_predictor()\nexcept ImportError:\n    print('lazy')\n"
     )
     run = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,

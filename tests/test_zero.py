@@ -343,7 +343,7 @@ def test_offload_moves_the_optimizer_states_to_cpu_memory():
 def test_tracker_table_matches_estimator_and_ring_formula():
     """Catches a measurement that drifts from the estimator (> 3 %) or from the exact ring
     bytes, for stages 0-3 on 2, 4 and 8 ranks; and a predictor widget that disagrees with it."""
-    from minitorch_dist.viz import predict
+    from minitorch_dist.memory import predict
 
     rows = zero_table(UNEVEN, world_sizes=(2, 4, 8), micro_batch=1, seq_len=8)
     assert len(rows) == 12
@@ -367,7 +367,8 @@ def test_no_process_group_leaks_into_the_test_process():
 def test_predictor_offload_moves_the_optimizer_to_the_cpu_row():
     """Catches offload that leaves the optimizer on the device, counts the CPU bytes in the
     device total, or forgets the fp32 master copy an fp32 recipe still needs on the CPU."""
-    from minitorch_dist.viz import predict, render_prediction
+    from minitorch_dist.memory import predict
+    from minitorch_dist.viz import render_prediction
 
     plain = predict("llama-3-8b", 4096, 1, "full", 2, 8)
     off = predict("llama-3-8b", 4096, 1, "full", 2, 8, offload=True)
@@ -384,7 +385,8 @@ def test_predictor_widget_has_an_offload_switch():
     """Catches an offload control that is not wired to predict(), or that changes the
     keywords of a configuration without offload (chapter 1's widget must read as before)."""
     pytest.importorskip("ipywidgets")
-    from minitorch_dist.viz import memory_predictor, predict
+    from minitorch_dist.memory import predict
+    from minitorch_dist.viz import memory_predictor
 
     widget = memory_predictor(preset="llama-2-7b", zero_stage=2, dp=8)
     assert "offload" not in widget.values()

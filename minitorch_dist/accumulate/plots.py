@@ -1,7 +1,7 @@
 """Figure of chapter 4 and lab 4: peak memory of an accumulated step against mbs and grad_acc.
 
-Built without pyplot (``BookFigure`` of chapter 1's plots); it draws only the measurements it is
-given (``measure_accumulation`` results), never constants of this file.
+Built without pyplot (:class:`~minitorch_dist.figures.BookFigure`); it draws only the
+measurements it is given (``measure_accumulation`` results), never constants of this file.
 """
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from collections.abc import Mapping
 
 from matplotlib.figure import Figure
 
+from minitorch_dist.figures import BookFigure
 from minitorch_dist.recompute.plots import POLICY_STYLES
-from minitorch_dist.viz.memory_plots import BookFigure
 
 __all__ = ["plot_accumulation_memory"]
 

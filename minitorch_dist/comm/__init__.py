@@ -1,5 +1,12 @@
 """Communication: what collectives cost (``cost``), counting them (``counting``), the ring built
-from send/recv (``ring``, lab 5), drawings of the collectives (``viz``), version shims."""
+from send/recv (``ring``, lab 5), version shims (``shim``), and drawings of the collectives
+(``plots``, chapter 5's figures).
+
+The numbers stay free of plotting and of the memory tracker: ``import minitorch_dist.comm`` does
+not import matplotlib (import ``minitorch_dist.comm.plots`` for the figures), and the shims mark
+their collectives with :func:`minitorch_dist.scopes.backend_scope`, a leaf, so that a tracker
+can leave gloo's own buffers out.
+"""
 
 from .cost import (
     RING_OPS,

@@ -3,7 +3,7 @@
 torch 2.13 renamed ``all_gather_into_tensor`` / ``reduce_scatter_tensor`` to ``all_gather_single``
 / ``reduce_scatter_single`` and makes the old names print a FutureWarning, which would land in
 every notebook's output. These wrappers call whichever name this torch has, quietly, inside
-:func:`~minitorch_dist.memory.track.backend_scope`, so that a memory tracker leaves out the
+:func:`~minitorch_dist.scopes.backend_scope`, so that a memory tracker leaves out the
 buffers gloo makes for itself.
 """
 
@@ -14,7 +14,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from minitorch_dist.memory.track import backend_scope
+from minitorch_dist.scopes import backend_scope
 
 __all__ = ["all_gather_into_tensor", "reduce_scatter_tensor"]
 

@@ -18,7 +18,7 @@ from matplotlib.patches import Patch
 from torch import nn
 
 from minitorch_dist.data_parallel.base import Timeline
-from minitorch_dist.viz.memory_plots import BookFigure  # shows itself as a PNG
+from minitorch_dist.figures import BookFigure  # shows itself as a PNG
 
 __all__ = ["overlap_fraction", "plot_step_timelines", "record_step"]
 

@@ -1,9 +1,12 @@
 """Memory: where the bytes of a training step go (chapter 1, lab 1).
 
 ``estimate`` counts them with closed-form formulas (ZeRO's 16 bytes per parameter, Korthikanti et
-al.'s activation formula, and the same count redone for our Llama); ``track`` measures them with a
-dispatch mode that follows live tensor storages; ``fake`` runs the measurement on fake tensors, so
-a 7B model is "trained" for one step on a laptop without allocating its memory.
+al.'s activation formula, and the same count redone for our Llama); ``prediction`` adds them up
+per rank for a whole configuration (:func:`predict`, the model behind ``viz``'s predictor
+widget); ``track`` measures them with a dispatch mode that follows live tensor storages; ``fake``
+runs the measurement on fake tensors, so a 7B model is "trained" for one step on a laptop without
+allocating its memory. ``plots`` draws chapter 1's figures from these numbers; it is not imported
+here, so ``import minitorch_dist.memory`` does not import matplotlib.
 """
 
 from minitorch_dist.memory.estimate import (
@@ -18,9 +21,11 @@ from minitorch_dist.memory.estimate import (
     model_state_bytes,
 )
 from minitorch_dist.memory.fake import measure_step_fake
+from minitorch_dist.memory.prediction import ACTIVATION_DTYPE_BYTES, predict
 from minitorch_dist.memory.track import CATEGORIES, PHASES, MemoryTracker, measure_step
 
 __all__ = [
+    "ACTIVATION_DTYPE_BYTES",
     "CATEGORIES",
     "OPTIMIZERS",
     "PHASES",
@@ -35,4 +40,5 @@ __all__ = [
     "measure_step",
     "measure_step_fake",
     "model_state_bytes",
+    "predict",
 ]

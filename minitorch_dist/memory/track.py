@@ -20,9 +20,10 @@ Categories, decided by these rules in order:
    activation recomputation inside backward), and ``other`` otherwise (backward temporaries such
    as gradients of activations, ``no_grad`` code).
 3. A storage first seen as an operator's *input* existed before the tracker (a batch, say): ``other``.
-4. Inside :func:`backend_scope` (the collectives of :mod:`minitorch_dist.comm` run in one) no new
-   storage is adopted: gloo copies a reduce-scatter's input into a buffer of its own, which its
-   worker thread frees a moment earlier or later from run to run. It is gloo's memory, not the
+4. Inside :func:`~minitorch_dist.scopes.backend_scope` (the collectives of
+   :mod:`minitorch_dist.comm` run in one) no new storage is adopted: gloo copies a
+   reduce-scatter's input into a buffer of its own, which its worker thread frees a moment
+   earlier or later from run to run. It is gloo's memory, not the
    training algorithm's (NCCL needs no such copy), and counting it made peaks flicker.
 
 A storage's bytes are re-read each time it is seen, and after ``UntypedStorage.resize_`` (which
@@ -35,10 +36,8 @@ tracker counts tensor bytes, the caching allocator rounds each block up to 512 b
 
 from __future__ import annotations
 
-import contextlib
-import threading
 import weakref
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -53,21 +52,10 @@ from torch.optim.optimizer import (
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 
+from minitorch_dist.scopes import in_backend_scope
+
 CATEGORIES = ("params", "grads", "optimizer", "activations", "other")
 PHASES = ("idle", "forward", "backward", "optimizer")
-
-
-_BACKEND = threading.local()  # depth of backend_scope() on this thread
-
-
-@contextlib.contextmanager
-def backend_scope() -> Iterator[None]:
-    """Code of a communication backend: trackers adopt no new storage until it ends (rule 4)."""
-    _BACKEND.depth = getattr(_BACKEND, "depth", 0) + 1
-    try:
-        yield
-    finally:
-        _BACKEND.depth -= 1
 
 
 def _tensors(tree: Any) -> list[torch.Tensor]:
@@ -235,7 +223,7 @@ class MemoryTracker(TorchDispatchMode):
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001
         out = func(*args, **(kwargs or {}))
         made, given = _tensors(out), _tensors((args, kwargs))  # the op's outputs and inputs
-        if getattr(_BACKEND, "depth", 0):  # rule 4: inside a collective, only storages counted
+        if in_backend_scope():  # rule 4: inside a collective, only storages counted
             made = [t for t in made if id(t.untyped_storage()) in self._live]
             given = [t for t in given if id(t.untyped_storage()) in self._live]
         # BEGIN SOLUTION lab01.3: file each new output storage by when it was made

@@ -4,7 +4,8 @@
 range and spacing; ``loss_scaling`` keeps small fp16 gradients alive (dynamic loss scaling);
 ``mixed`` trains a 16-bit model with fp32 master weights and optimizer states; ``fp8`` quantises
 to fp8 with a scale per tensor or per block (DeepSeek-V3) and simulates fp8 matmuls, alone or
-in every linear layer of a model (``fp8_linears``).
+in every linear layer of a model (``fp8_linears``). ``plots`` draws chapter 2's figures; it is not
+imported here, so ``import minitorch_dist.precision`` does not import matplotlib.
 """
 
 from minitorch_dist.precision.formats import (

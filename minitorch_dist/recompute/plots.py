@@ -1,7 +1,7 @@
 """Figures of chapter 3 and lab 3: what recomputation removes, measured.
 
-Each function returns a figure built without pyplot (``BookFigure`` of chapter 1's plots, which
-shows itself as a PNG), from numbers it is given: measurements of ``measure_recompute`` or
+Each function returns a figure built without pyplot (:class:`~minitorch_dist.figures.BookFigure`,
+which shows itself as a PNG), from numbers it is given: measurements of ``measure_recompute`` or
 ``measure_step_fake``, never constants of this file. Colours per category match chapter 1's.
 """
 
@@ -11,8 +11,8 @@ from collections.abc import Mapping, Sequence
 
 from matplotlib.figure import Figure
 
+from minitorch_dist.figures import COLORS, BookFigure
 from minitorch_dist.memory.estimate import format_bytes
-from minitorch_dist.viz.memory_plots import COLORS, BookFigure
 
 __all__ = ["POLICY_STYLES", "plot_policy_sweep", "plot_who_dominates", "plot_segments"]
 

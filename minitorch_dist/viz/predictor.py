@@ -1,22 +1,11 @@
-"""The memory predictor: bytes per rank of one training configuration, and a widget to explore it.
+"""The memory predictor widget: explore the bytes per rank of a training configuration.
 
-:func:`predict` is the whole model, as a pure function: the model states of
-:func:`~minitorch_dist.memory.model_state_bytes` (16 bytes per parameter for mixed-precision Adam,
-ZeRO's section 3.1; sharded over ``dp`` ranks by ZeRO stage 1-3, section 5) plus the stored
-activations of one micro-batch by :func:`~minitorch_dist.memory.llama_activation_bytes` (the count
-of Korthikanti et al. 2022, section 4, redone for the Llama architecture). Data parallelism and
-ZeRO do not touch activations: every rank runs its own micro-batch through the whole model.
-With ``offload=True`` (ZeRO-Offload, Ren et al. 2021) the optimizer states leave the device:
-its ``optimizer`` is 0, and ``cpu`` gives what each rank keeps in CPU memory instead -- an fp32
-master copy of its shard and the optimizer's fp32 states (12 bytes per element for Adam, whatever
-the recipe: an fp32 recipe needs no master copy on the device, but the CPU still updates one).
-Lab 6 checks these numbers against ZeRO stages 0-3 and offload measured on emulated ranks.
-
-:func:`memory_predictor` wraps :func:`predict` in ipywidgets controls. The callback only calls
-:func:`predict` and :func:`render_prediction`, so a test can drive the controls without a Jupyter
-frontend and compare what is displayed with :func:`predict`. What it leaves out: temporary buffers
-(the logits while the loss is computed, communication buckets), the CUDA context, and the
-caching allocator's rounding and fragmentation -- a real run needs some headroom above the total.
+:func:`memory_predictor` wraps :func:`~minitorch_dist.memory.predict` (the accounting, a pure
+function in ``minitorch_dist.memory``) in ipywidgets controls: a Llama preset, sequence length,
+micro-batch, recompute policy, ZeRO stage, data-parallel degree, recipe and optimizer offload. The
+callback only calls :func:`~minitorch_dist.memory.predict` and :func:`render_prediction`, so a
+test can drive the controls without a Jupyter frontend and compare what is displayed with
+:func:`~minitorch_dist.memory.predict`. ipywidgets is imported only when the widget is built.
 """
 
 from __future__ import annotations
@@ -24,19 +13,13 @@ from __future__ import annotations
 import html
 from typing import Any
 
-from minitorch_dist.memory.estimate import (
-    RECIPES,
-    RECOMPUTE,
-    bytes_per_param,
-    format_bytes,
-    llama_activation_bytes,
-    model_state_bytes,
-)
-from minitorch_dist.models import LlamaConfig, preset_names
-from minitorch_dist.viz.memory_plots import COLORS
+from minitorch_dist.figures import COLORS
+from minitorch_dist.memory.estimate import RECIPES, RECOMPUTE, format_bytes
+from minitorch_dist.memory.prediction import predict
+from minitorch_dist.models import preset_names
 
-# Bytes per activation element under each recipe: mixed precision computes in 16 bits.
-ACTIVATION_DTYPE_BYTES = {"mixed": 2, "mixed_fp32_grads": 2, "fp32": 4}
+__all__ = ["MemoryPredictor", "memory_predictor", "render_prediction"]
+
 CATEGORIES = ("params", "grads", "optimizer", "activations")
 RECIPE_LABELS = {
     "mixed": "16-bit params/grads + fp32 Adam (16 B/param)",
@@ -45,44 +28,6 @@ RECIPE_LABELS = {
 }
 SEQ_LENS = tuple(2**k for k in range(7, 18))  # 128 ... 131072
 DP_DEGREES = tuple(2**k for k in range(11))  # 1 ... 1024
-
-
-def predict(
-    preset: str | LlamaConfig,
-    seq_len: int,
-    micro_batch: int,
-    recompute: str = "none",
-    zero_stage: int = 0,
-    dp: int = 1,
-    recipe: str = "mixed",
-    optimizer: str = "adam",
-    offload: bool = False,
-) -> dict[str, int]:
-    """Bytes per rank: ``params``, ``grads``, ``optimizer``, ``activations`` and their ``total``
-    on the device; with ``offload=True`` also ``cpu``, the bytes each rank keeps in CPU memory.
-
-    ``preset`` is a :class:`LlamaConfig` or a preset name; the activations are those of one
-    micro-batch of ``micro_batch`` sequences of ``seq_len`` tokens, 2 bytes per element for the
-    mixed recipes and 4 for ``fp32``, under the ``recompute`` policy.
-    """
-    config = preset if isinstance(preset, LlamaConfig) else LlamaConfig.from_preset(preset)
-    if recipe not in ACTIVATION_DTYPE_BYTES:
-        raise ValueError(f"recipe must be one of {', '.join(RECIPES)}, got {recipe!r}")
-    psi = config.num_params()
-    states = model_state_bytes(
-        psi, zero_stage=zero_stage, dp=dp, recipe=recipe, optimizer=optimizer, offload=offload
-    )
-    activations = llama_activation_bytes(
-        config, seq_len=seq_len, micro_batch=micro_batch,
-        dtype_bytes=ACTIVATION_DTYPE_BYTES[recipe], recompute=recompute,
-    )  # fmt: skip
-    result = {c: states[c] for c in ("params", "grads", "optimizer")}
-    result["activations"] = activations
-    result["total"] = states["total"] + activations
-    if offload:  # fp32 master copy + fp32 optimizer states of this rank's shard, on the CPU
-        shard = -(-psi // dp) if zero_stage >= 1 else psi
-        result["cpu"] = bytes_per_param("mixed", optimizer)["optimizer"] * shard
-    return result
 
 
 def render_prediction(result: dict[str, int], *, device_bytes: int | None = None) -> str:
@@ -186,6 +131,7 @@ class MemoryPredictor:
 def memory_predictor(**initial: Any) -> MemoryPredictor:
     """The interactive memory predictor: pick a Llama preset, sequence length, micro-batch,
     recompute policy, ZeRO stage, data-parallel degree, recipe and optimizer offload, and read the
-    bytes per rank by category (text and bars) and whether they fit the device. Needs ipywidgets (and a live kernel
-    for the controls to respond); ``initial`` sets controls, as :meth:`MemoryPredictor.set`."""
+    bytes per rank by category (text and bars) and whether they fit the device. Needs ipywidgets
+    (and a live kernel for the controls to respond); ``initial`` sets controls, as
+    :meth:`MemoryPredictor.set`."""
     return MemoryPredictor(**initial)

@@ -1,45 +1,40 @@
 """Figures of chapter 1: where the bytes of a training step go, predicted and measured.
 
-Every function returns a :class:`BookFigure` (a matplotlib ``Figure`` that shows itself as a PNG)
-built without pyplot, so nothing is shown twice in a notebook (the figure is shown once, as the
-cell's value or through myst-nb's ``glue``), nothing leaks between figures, and tests render them
-headless. They draw only what they are given: the numbers come from ``minitorch_dist.memory``
-(closed forms or a :class:`~minitorch_dist.memory.MemoryTracker`), never from constants in this
-file. Colours are fixed per category, so a category has the same colour in every figure.
+Every function returns a :class:`~minitorch_dist.figures.BookFigure` (a matplotlib ``Figure``
+that shows itself as a PNG, built without pyplot). They draw only what they are given: the numbers
+come from ``minitorch_dist.memory`` (closed forms, :func:`~minitorch_dist.memory.predict`, or a
+:class:`~minitorch_dist.memory.MemoryTracker`), never from constants in this file. Colours are
+fixed per category (:data:`~minitorch_dist.figures.COLORS`), the same in every figure.
+
+Kept apart from the numbers: ``import minitorch_dist.memory`` does not import matplotlib; import
+this module for the figures.
 """
 
 from __future__ import annotations
 
-import io
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
+from minitorch_dist.figures import COLORS, BookFigure
 from minitorch_dist.memory.estimate import bytes_per_param, format_bytes, model_state_bytes
 
-# One colour per category (matplotlib's tab10), the same in every figure.
-COLORS = {
-    "params": "#1f77b4",
-    "grads": "#ff7f0e",
-    "optimizer": "#2ca02c",
-    "activations": "#d62728",
-    "other": "#7f7f7f",
-}
+__all__ = [
+    "COLORS",
+    "budget_table",
+    "plot_activation_growth",
+    "plot_breakdown",
+    "plot_budget",
+    "plot_predictions",
+    "plot_timeline",
+    "recipe_label",
+]
+
 STATES = ("params", "grads", "optimizer")
 RESIDENTS = ("params", "grads", "optimizer", "activations")
 _UNITS = (("B", 1), ("KiB", 2**10), ("MiB", 2**20), ("GiB", 2**30), ("TiB", 2**40))
-
-
-class BookFigure(Figure):
-    """A matplotlib Figure that shows itself as a PNG in IPython without pyplot: Jupyter and
-    myst-nb display it even where no ``%matplotlib inline`` registered a formatter."""
-
-    def _repr_png_(self) -> bytes:
-        buffer = io.BytesIO()
-        self.savefig(buffer, format="png", dpi=100)
-        return buffer.getvalue()
 
 
 def _unit(largest: float) -> tuple[str, int]:
@@ -218,8 +213,8 @@ def plot_predictions(
 ) -> Figure:
     """Horizontal stacked bars of per-rank bytes by category, one bar per configuration.
 
-    ``results`` maps a label to a :func:`~minitorch_dist.viz.predict` result (or any mapping with
-    the ``categories``). The static twin of the interactive predictor.
+    ``results`` maps a label to a :func:`~minitorch_dist.memory.predict` result (or any mapping
+    with the ``categories``). The static twin of the interactive predictor.
     """
     largest = max(max(sum(r[c] for c in categories) for r in results.values()), device_bytes or 0)
     name, factor = _unit(largest)

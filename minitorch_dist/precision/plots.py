@@ -1,9 +1,11 @@
 """Figures of chapter 2 and lab 2: bit layouts, range and spacing of float formats, loss curves,
 the loss scale over training, and fp8 quantisation error.
 
-Like ``memory_plots``, every function returns a figure built without pyplot (shown once, as the
-cell's value or through myst-nb's ``glue``), and draws only what it is given or what
-``minitorch_dist.precision`` computes: no number in this file is a fact about a format.
+Like every topic's ``plots``, each function returns a :class:`~minitorch_dist.figures.BookFigure`
+built without pyplot (shown once, as the cell's value or through myst-nb's ``glue``), and draws
+only what it is given or what ``minitorch_dist.precision`` computes: no number in this file is a
+fact about a format. ``import minitorch_dist.precision`` does not import this module (nor
+matplotlib); import it for the figures.
 """
 
 from __future__ import annotations
@@ -15,8 +17,8 @@ import torch
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
+from minitorch_dist.figures import BookFigure
 from minitorch_dist.precision.formats import FloatFormat, format_range, get_format, spacing
-from minitorch_dist.viz.memory_plots import BookFigure
 
 FIELD_COLORS = {"sign": "#d62728", "exponent": "#1f77b4", "mantissa": "#2ca02c"}
 FORMAT_COLORS = {

@@ -6,6 +6,9 @@ A cell ``(rank, chunk)`` shows what that rank holds in that chunk of its buffer:
 ``r``'s ``(n, 2)`` buffer is ``[2**r, 2**r * j]``, so after any sum the first entry is the bit
 mask of the ranks that contributed and the second divided by the first is the chunk index.
 The figures are therefore drawn from what the backend really did, not from a description.
+
+The only module of ``comm`` that imports matplotlib: ``import minitorch_dist.comm`` (the cost
+formulas, the counter, the shims) does not import this one.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from matplotlib.figure import Figure
 
 from minitorch_dist.comm.cost import ALGORITHMS, collective_time
 from minitorch_dist.comm.shim import all_gather_into_tensor, reduce_scatter_tensor
-from minitorch_dist.viz.memory_plots import BookFigure  # shows itself as a PNG
+from minitorch_dist.figures import BookFigure  # shows itself as a PNG
 
 __all__ = [
     "COLLECTIVES",
