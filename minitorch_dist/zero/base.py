@@ -34,6 +34,7 @@ import torch.distributed as dist
 from torch import nn
 from torch.utils._pytree import tree_leaves
 
+from minitorch_dist.checks import check_bool
 from minitorch_dist.zero.sharding import FlatUnit, build_units, storage_bytes
 
 __all__ = ["ZeroOptimizer"]
@@ -77,8 +78,7 @@ class ZeroOptimizer:
             )
         if len(betas) != 2 or not all(0 <= b < 1 for b in betas):
             raise ValueError(f"betas must be two numbers in [0, 1), got {betas!r}")
-        if not isinstance(offload, bool):
-            raise ValueError(f"offload must be True or False, got {offload!r}")
+        check_bool("offload", offload)
         if not (dist.is_available() and dist.is_initialized()):
             raise ValueError("ZeRO needs an initialised process group: run under launch()")
         self.model, self.group, self.offload = model, group, offload

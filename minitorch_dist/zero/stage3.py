@@ -36,6 +36,7 @@ import torch
 from torch import nn
 from torch.utils._pytree import tree_leaves
 
+from minitorch_dist.checks import check_bool
 from minitorch_dist.comm import all_gather_into_tensor
 from minitorch_dist.zero.base import UnitwiseGradients, ZeroOptimizer
 from minitorch_dist.zero.sharding import FlatUnit
@@ -59,9 +60,7 @@ class ZeroStage3(UnitwiseGradients, ZeroOptimizer):
     _on_grad_ready = ZeroStage2._on_grad  # counts a unit's gradients, then calls _reduce_unit
 
     def __init__(self, model: nn.Module, *, prefetch: bool = True, **kwargs: Any) -> None:
-        if not isinstance(prefetch, bool):
-            raise ValueError(f"prefetch must be True or False, got {prefetch!r}")
-        self.prefetch = prefetch
+        self.prefetch = check_bool("prefetch", prefetch)
         super().__init__(model, **kwargs)
 
     def _setup(self) -> None:
