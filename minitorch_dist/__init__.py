@@ -3,6 +3,7 @@
 Each subpackage is one chapter's technique, built by the reader in the lab of the same number:
 
     launcher       emulated ranks (N CPU processes on gloo) and torchrun for real GPUs
+    checks         the argument checks every module shares (a leaf: standard library only)
     models/        LlamaConfig (presets of real checkpoints) and the tiny Llama every lab trains
     memory/        closed-form accounting (estimate) and measured accounting (track)     chapter 1
     precision/     number formats, loss scaling, mixed precision, fp8                    chapter 2
