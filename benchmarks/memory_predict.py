@@ -35,8 +35,8 @@ from minitorch_dist.memory import (
     measure_step_fake,
     model_state_bytes,
 )
-from minitorch_dist.memory.fake import apply_checkpointing
 from minitorch_dist.models import Llama, LlamaConfig, cross_entropy
+from minitorch_dist.models.checkpointing import apply_torch_checkpointing
 from minitorch_dist.models.data import synthetic_batch
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
@@ -72,7 +72,7 @@ def measure(
         previous = torch.get_default_dtype()
         torch.set_default_dtype(DTYPES[dtype])
         try:
-            model = apply_checkpointing(Llama(config).to(device), recompute)
+            model = apply_torch_checkpointing(Llama(config).to(device), recompute)
         finally:
             torch.set_default_dtype(previous)
         opt = torch.optim.Adam(model.parameters(), lr=1e-3)

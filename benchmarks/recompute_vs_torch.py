@@ -22,16 +22,15 @@ from __future__ import annotations
 import argparse
 import platform
 import time
-from typing import Any
 
 import torch
 from common import add_model_args, config_from_args, emit
 from torch import nn
-from torch.utils.checkpoint import checkpoint as torch_checkpoint
 
 from minitorch_dist.memory import format_bytes, measure_step
 from minitorch_dist.models import LlamaConfig, cross_entropy, synthetic_batch
-from minitorch_dist.recompute import build_model, resolve_policy, stored_activations, time_steps
+from minitorch_dist.models.checkpointing import apply_torch_checkpointing
+from minitorch_dist.recompute import build_model, stored_activations, time_steps
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 IMPLS = ("ours", "torch", "torch-reentrant")
@@ -47,26 +46,13 @@ def parse_args() -> argparse.Namespace:
     return parser.parse_args()
 
 
-def torch_reentrant(model: nn.Module, policy: str) -> nn.Module:
-    """``torch.utils.checkpoint(use_reentrant=True)`` on the modules ``policy`` picks."""
-    chosen = resolve_policy(policy)
-    for name, module in model.named_modules():
-        if chosen(name, module):
-            forward = type(module).forward
-
-            def wrapped(*args: Any, _m: nn.Module = module, _f: Any = forward) -> Any:
-                return torch_checkpoint(lambda *a: _f(_m, *a), *args, use_reentrant=True)
-
-            module.forward = wrapped
-    return model
-
-
 def make(config: LlamaConfig, policy: str, impl: str, device: str, dtype: torch.dtype) -> nn.Module:
     previous = torch.get_default_dtype()
     torch.set_default_dtype(dtype)
     try:
         if impl == "torch-reentrant":
-            return torch_reentrant(build_model(config, device=device), policy)
+            model = build_model(config, device=device)
+            return apply_torch_checkpointing(model, policy, use_reentrant=True)
         return build_model(config, policy=policy, impl=impl, device=device)
     finally:
         torch.set_default_dtype(previous)

@@ -3,10 +3,16 @@
 Each subpackage is one chapter's technique, built by the reader in the lab of the same number:
 
     launcher       emulated ranks (N CPU processes on gloo) and torchrun for real GPUs
-    models/        LlamaConfig (presets of real checkpoints) and the tiny Llama every lab trains
+    checks         the argument checks every module shares (a leaf: standard library only)
+    models/        LlamaConfig (presets of real checkpoints), the tiny Llama every lab trains,
+                   cut into pipeline stages (stage) and checkpoint targets (checkpointing)
     printing       rank-ordered printing and seeding
     figures        the figure base (BookFigure, category colours) every topic's plots use
     scopes         thread-local scopes shared across packages (a backend's collectives)
+    grid           ProcessGrid: dp x pp x cp x ep x tp process groups, tp innermost, passed
+                   explicitly to every technique of chapters 7-11
+    reference      the one harness that checks N ranks against one process (outputs,
+                   gradients or their shards, weights after k steps)
     memory/        closed-form accounting (estimate), per-rank totals (prediction) and
                    measured accounting (track)                                           chapter 1
     precision/     number formats, loss scaling, mixed precision, fp8                    chapter 2
@@ -44,6 +50,8 @@ _EXPORTS = {
     "activation_bytes": "minitorch_dist.memory",
     "collective_bytes": "minitorch_dist.comm",
     "rank0_print": "minitorch_dist.printing",
+    "ProcessGrid": "minitorch_dist.grid",
+    "GridLayout": "minitorch_dist.grid",
     "seed_all": "minitorch_dist.printing",
 }
 

@@ -35,6 +35,8 @@ from typing import Any
 
 import torch.distributed as dist
 
+from minitorch_dist.checks import check_int
+
 __all__ = ["AXES", "GROUPS", "GridLayout", "ProcessGrid"]
 
 AXES = ("dp", "pp", "cp", "ep", "tp")  # outermost first: tp is innermost (neighbouring ranks)
@@ -67,9 +69,7 @@ class GridLayout:
 
     def __post_init__(self) -> None:
         for axis in AXES:
-            size = getattr(self, axis)
-            if isinstance(size, bool) or not isinstance(size, int) or size < 1:
-                raise ValueError(f"{axis} must be an int >= 1, got {size!r}")
+            check_int(axis, getattr(self, axis))
 
     @property
     def world_size(self) -> int:
@@ -91,8 +91,7 @@ class GridLayout:
         return " x ".join(f"{axis} {getattr(self, axis)}" for axis in AXES)
 
     def _check_rank(self, rank: int) -> None:
-        if isinstance(rank, bool) or not isinstance(rank, int) or not 0 <= rank < self.world_size:
-            raise ValueError(f"rank must be an int in [0, {self.world_size}), got {rank!r}")
+        check_int("rank", rank, minimum=0, maximum=self.world_size - 1)
 
     def coords(self, rank: int) -> dict[str, int]:
         """Where ``rank`` sits: its index along each axis."""
@@ -109,10 +108,8 @@ class GridLayout:
             raise ValueError(f"unknown axes {sorted(unknown)}: the axes are {', '.join(AXES)}")
         rank = 0
         for axis, size in zip(AXES, self.sizes):
-            i = coords.get(axis, 0)
-            if isinstance(i, bool) or not isinstance(i, int) or not 0 <= i < size:
-                raise ValueError(f"{axis} index must be an int in [0, {size}), got {i!r}")
-            rank = rank * size + i
+            rank = rank * size + check_int(f"{axis} index", coords.get(axis, 0), minimum=0,
+                                           maximum=size - 1)  # fmt: skip
         return rank
 
     def group_ranks(self, name: str | tuple[str, ...], rank: int) -> list[int]:
@@ -132,9 +129,8 @@ class GridLayout:
         """A printable map: one row per rank with its coordinates, then each axis's groups.
 
         With ``gpus_per_node``, a node column shows which groups stay inside a node."""
-        if gpus_per_node is not None and (isinstance(gpus_per_node, bool) or
-                                          not isinstance(gpus_per_node, int) or gpus_per_node < 1):  # fmt: skip
-            raise ValueError(f"gpus_per_node must be an int >= 1, got {gpus_per_node!r}")
+        if gpus_per_node is not None:
+            check_int("gpus_per_node", gpus_per_node)
         head = "rank" + "".join(f"{a:>4}" for a in AXES) + ("  node" if gpus_per_node else "")
         lines = [f"world_size {self.world_size} = {self.describe()}  (tp innermost)", head]
         for rank in range(self.world_size):

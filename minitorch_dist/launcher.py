@@ -41,6 +41,8 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
+from minitorch_dist.checks import check_int
+
 __all__ = [
     "LaunchError",
     "RankError",
@@ -116,8 +118,7 @@ def launch(
     each line is prefixed ``[rank k]``. Inside torchrun, ``fn`` runs once for this process's rank
     and the returned list holds every rank's result (gathered with ``all_gather_object``).
     """
-    if not isinstance(world_size, int) or world_size < 1:
-        raise ValueError(f"world_size must be an int >= 1, got {world_size!r}")
+    check_int("world_size", world_size)
     if not timeout > 0:
         raise ValueError(f"timeout must be > 0 seconds, got {timeout!r}")
     if backend not in ("gloo", "nccl"):

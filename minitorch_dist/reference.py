@@ -33,6 +33,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from minitorch_dist.checks import check_int
 from minitorch_dist.models.data import synthetic_batch
 from minitorch_dist.models.llama import cross_entropy
 
@@ -114,8 +115,7 @@ def _forward_backward(
     loss_fn: LossFn, grad_acc: int,
 ) -> tuple[float, torch.Tensor]:  # fmt: skip
     """Zero the gradients, then forward and backward every micro-batch: (loss, outputs)."""
-    if isinstance(grad_acc, bool) or not isinstance(grad_acc, int) or grad_acc < 1:
-        raise ValueError(f"grad_acc must be an int >= 1, got {grad_acc!r}")
+    check_int("grad_acc", grad_acc)
     if inputs.shape[0] % grad_acc:
         raise ValueError(f"the batch ({inputs.shape[0]} rows) must divide by grad_acc={grad_acc}")
     optimizer.zero_grad()  # torch's default since 2.0: set_to_none=True

@@ -34,7 +34,7 @@ def test_ring_formula_by_hand() -> None:
     ("args", "message"),
     [
         (("all_to_some", 8, 2), "op must be one of"),
-        (("all_reduce", 8, 0), "world_size must be an int >= 1"),
+        (("all_reduce", 8, 0), "world_size must be an integer >= 1"),
         (("all_reduce", -8, 2), "nbytes must be >= 0"),
     ],
 )

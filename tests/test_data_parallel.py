@@ -313,7 +313,7 @@ def test_bucket_cap_must_be_a_positive_number(name: str, cap: object) -> None:
 
 def test_build_buckets_rejects_a_bad_cap() -> None:
     """Catches a cap of zero bytes accepted."""
-    with pytest.raises(ValueError, match="bucket_cap_bytes must be >= 1"):
+    with pytest.raises(ValueError, match="bucket_cap_bytes must be an integer >= 1"):
         build_buckets([torch.empty(1)], 0)
 
 

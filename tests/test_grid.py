@@ -113,9 +113,9 @@ def test_the_map_shows_every_rank_and_each_group() -> None:
     ("sizes", "world", "message"),
     [
         ({"dp": 3, "tp": 4}, 8, r"dp\*pp\*cp\*ep\*tp = 12 but world_size = 8"),
-        ({"tp": 0}, 8, "tp must be an int >= 1, got 0"),
-        ({"pp": True}, 8, "pp must be an int >= 1, got True"),
-        ({"cp": 2.0}, 8, "cp must be an int >= 1, got 2.0"),
+        ({"tp": 0}, 8, "tp must be an integer >= 1, got 0"),
+        ({"pp": True}, 8, "pp must be an integer >= 1, got True"),
+        ({"cp": 2.0}, 8, "cp must be an integer >= 1, got 2.0"),
     ],
 )
 def test_bad_shapes_name_the_constraint(sizes: dict, world: int, message: str) -> None:
@@ -143,7 +143,7 @@ def test_bad_names_and_ranks_are_value_errors() -> None:
     layout = GridLayout(**SHAPE)
     with pytest.raises(ValueError, match="group must be one of"):
         layout.all_groups("xp")
-    with pytest.raises(ValueError, match=r"rank must be an int in \[0, 8\)"):
+    with pytest.raises(ValueError, match=r"rank must be an integer in \[0, 7\]"):
         layout.coords(8)
     with pytest.raises(ValueError, match="unknown axes"):
         layout.rank_of(dq=1)

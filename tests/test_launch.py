@@ -146,7 +146,7 @@ def test_unpicklable_result_is_an_error_not_a_hang() -> None:
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
-        ({"world_size": 0}, "world_size must be an int >= 1"),
+        ({"world_size": 0}, "world_size must be an integer >= 1"),
         ({"world_size": 2, "timeout": 0}, "timeout must be > 0"),
         ({"world_size": 2, "backend": "mpi"}, "backend must be 'gloo' or 'nccl'"),
         ({"world_size": 2, "backend": "nccl"}, "needs one process per GPU started by torchrun"),

@@ -100,9 +100,9 @@ def test_offload_moves_optimizer_states_to_cpu() -> None:
 
 def test_model_state_validation() -> None:
     """Catches silently accepting impossible settings."""
-    with pytest.raises(ValueError, match="num_params must be >= 0, got -1"):
+    with pytest.raises(ValueError, match="num_params must be an integer >= 0, got -1"):
         model_state_bytes(-1)
-    with pytest.raises(ValueError, match="dp must be >= 1, got 0"):
+    with pytest.raises(ValueError, match="dp must be an integer >= 1, got 0"):
         model_state_bytes(10, dp=0)
     with pytest.raises(ValueError, match="zero_stage must be one of 0, 1, 2, 3, got 4"):
         model_state_bytes(10, zero_stage=4)
@@ -166,7 +166,7 @@ def test_activation_validation() -> None:
         activation_bytes(seq_len=8, micro_batch=1, hidden=770, heads=4, tp=4)
     with pytest.raises(ValueError, match="recompute must be one of none, selective, full"):
         activation_bytes(heads=12, recompute="some", **kw)
-    with pytest.raises(ValueError, match="seq_len must be >= 1, got 0"):
+    with pytest.raises(ValueError, match="seq_len must be an integer >= 1, got 0"):
         activation_bytes(seq_len=0, micro_batch=1, hidden=768, heads=12)
     with pytest.raises(ValueError, match="micro_batch must be an integer"):
         activation_bytes(seq_len=8, micro_batch=1.0, hidden=768, heads=12)  # type: ignore[arg-type]
@@ -201,7 +201,7 @@ def test_llama_recompute_policies() -> None:
 
 def test_llama_estimate_validation() -> None:
     """Catches a silently wrong dtype size or policy name."""
-    with pytest.raises(ValueError, match="dtype_bytes must be >= 1"):
+    with pytest.raises(ValueError, match="dtype_bytes must be an integer >= 1"):
         llama_activation_bytes(TINY, seq_len=8, micro_batch=1, dtype_bytes=0)
     with pytest.raises(ValueError, match="recompute must be one of"):
         llama_activation_bytes(TINY, seq_len=8, micro_batch=1, recompute="all")

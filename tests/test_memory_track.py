@@ -15,8 +15,8 @@ from minitorch_dist.memory import (
     measure_step_fake,
     model_state_bytes,
 )
-from minitorch_dist.memory.fake import apply_checkpointing
 from minitorch_dist.models import Llama, LlamaConfig, cross_entropy
+from minitorch_dist.models.checkpointing import apply_torch_checkpointing
 from minitorch_dist.models.data import synthetic_batch
 
 F32 = 4
@@ -160,7 +160,7 @@ TINY = LlamaConfig.from_preset("tiny")
 
 def tiny_step(recompute: str = "none", batch: int = 4, seq: int = 64) -> dict:
     torch.manual_seed(0)
-    model = apply_checkpointing(Llama(TINY), recompute)
+    model = apply_torch_checkpointing(Llama(TINY), recompute)
     opt = torch.optim.Adam(model.parameters(), lr=1e-3)
     return measure_step(model, opt, lambda: synthetic_batch(TINY.vocab_size, batch, seq))
 

@@ -92,10 +92,10 @@ def test_presets_and_derived_widths() -> None:
     [
         (dict(hidden=100, heads=3, kv_heads=3), "hidden=100 is not divisible by heads=3"),
         (dict(hidden=64, heads=4, kv_heads=3), "heads=4 is not divisible by kv_heads=3"),
-        (dict(layers=0), "layers must be >= 1, got 0"),
-        (dict(vocab_size=-1), "vocab_size must be >= 1"),
+        (dict(layers=0), "layers must be an integer >= 1, got 0"),
+        (dict(vocab_size=-1), "vocab_size must be an integer >= 1"),
         (dict(hidden=12, heads=4, kv_heads=4), "head_dim=3 must be even"),
-        (dict(norm_eps=0.0), "norm_eps must be > 0"),
+        (dict(norm_eps=0.0), "norm_eps must be a number > 0"),
     ],
 )
 def test_invalid_config_raises_naming_the_constraint(changes: dict, message: str) -> None:

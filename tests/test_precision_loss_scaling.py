@@ -85,7 +85,7 @@ def test_validation() -> None:
         DynamicLossScaler(growth_factor=1.0)
     with pytest.raises(ValueError, match="backoff_factor must be in"):
         DynamicLossScaler(backoff_factor=1.0)
-    with pytest.raises(ValueError, match="growth_interval must be >= 1"):
+    with pytest.raises(ValueError, match="growth_interval must be an integer >= 1"):
         DynamicLossScaler(growth_interval=0)
     with pytest.raises(ValueError, match="init_scale must be > 0"):
         DynamicLossScaler(init_scale=0.0)

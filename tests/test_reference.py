@@ -94,5 +94,5 @@ def test_slices_are_consecutive_rows_and_refuse_bad_input() -> None:
     assert torch.equal(rank_batch((x, x + 1), 3, 4)[1], x[3:] + 1)
     with pytest.raises(ValueError, match="must divide"):
         batch_slice(x, 0, 3)
-    with pytest.raises(ValueError, match="grad_acc must be an int >= 1, got True"):
+    with pytest.raises(ValueError, match="grad_acc must be an integer >= 1, got True"):
         run_training(_model(), _sgd(_model().parameters()), BATCHES, grad_acc=True)

@@ -22,6 +22,7 @@ from minitorch_dist import launch
 from minitorch_dist.comm import CommCounter, collective_bytes
 from minitorch_dist.memory import model_state_bytes
 from minitorch_dist.models import Llama
+from minitorch_dist.models.checkpointing import apply_torch_checkpointing
 from minitorch_dist.zero import (
     ZeroStage3,
     build_units,
@@ -177,12 +178,8 @@ def test_stage3_without_prefetch_and_with_nested_units():
 
 
 def _checkpointed_llama() -> nn.Module:
-    model = Llama(UNEVEN)
-    for block in model.layers:  # recompute each block in backward (non-reentrant checkpoint)
-        forward = block.forward
-        block.forward = lambda *a, f=forward: torch.utils.checkpoint.checkpoint(
-            f, *a, use_reentrant=False)  # fmt: skip
-    return model
+    # recompute each block in backward (torch's non-reentrant checkpoint)
+    return apply_torch_checkpointing(Llama(UNEVEN), "full")
 
 
 @pytest.mark.lab06

@@ -32,6 +32,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from minitorch_dist.checks import check_int
 from minitorch_dist.models.llama import cross_entropy
 
 __all__ = [
@@ -61,8 +62,7 @@ def grad_acc_steps(global_tokens: int, *, seq_len: int, micro_batch: int, dp: in
     grad_acc = global_tokens / (seq_len x micro_batch x dp), which must come out whole."""
     for name, value in (("global_tokens", global_tokens), ("seq_len", seq_len),
                         ("micro_batch", micro_batch), ("dp", dp)):  # fmt: skip
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+        check_int(name, value)
     per_round = seq_len * micro_batch * dp  # tokens of one micro-batch on every rank
     if global_tokens % per_round:
         raise ValueError(f"global_tokens={global_tokens} is not a multiple of seq_len x micro_batch"
@@ -75,8 +75,7 @@ def split_micro_batches(
 ) -> list[MicroBatch]:
     """Cut a global batch (gbs, s) into ``grad_acc`` micro-batches of gbs / grad_acc sequences,
     in order. The micro-batches are views of the global batch (no copy)."""
-    if isinstance(grad_acc, bool) or not isinstance(grad_acc, int) or grad_acc < 1:
-        raise ValueError(f"grad_acc must be an integer >= 1, got {grad_acc!r}")
+    check_int("grad_acc", grad_acc)
     if inputs.shape != targets.shape or inputs.dim() != 2:
         raise ValueError(f"inputs and targets must both be (batch, seq), got "
                          f"{tuple(inputs.shape)} and {tuple(targets.shape)}")  # fmt: skip
@@ -99,7 +98,7 @@ def pad_ragged(
     batch, seq = inputs.shape
     if len(lengths) != batch:
         raise ValueError(f"need one length per row: {batch} rows, {len(lengths)} lengths")
-    if any(not isinstance(n, int) or not 0 <= n <= seq for n in lengths):
+    if any(isinstance(n, bool) or not isinstance(n, int) or not 0 <= n <= seq for n in lengths):
         raise ValueError(f"every length must be an integer in [0, seq_len={seq}], got {lengths}")
     pad = torch.arange(seq) >= torch.tensor(lengths)[:, None]  # (batch, seq): True on padding
     return inputs.masked_fill(pad, pad_id), targets.masked_fill(pad, ignore_index)

@@ -18,6 +18,7 @@ from typing import Any
 import torch
 
 from minitorch_dist.accumulate.accumulate import accumulation_step, split_micro_batches
+from minitorch_dist.checks import check_choice, check_int
 from minitorch_dist.memory.track import MemoryTracker
 from minitorch_dist.models import LlamaConfig, synthetic_batch
 from minitorch_dist.recompute.measure import build_model
@@ -46,12 +47,10 @@ def measure_accumulation(
     breakdown at that moment), ``loss`` (float), ``tokens``, and ``grads`` (a dict of detached
     gradient copies by parameter name, made after the tracker so that they are not counted).
     """
-    for name, value in (("micro_batch", micro_batch), ("grad_acc", grad_acc),
-                        ("seq_len", seq_len)):  # fmt: skip
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
-    if policy not in POLICIES:
-        raise ValueError(f"policy must be one of {', '.join(POLICIES)}, got {policy!r}")
+    check_int("micro_batch", micro_batch)
+    check_int("grad_acc", grad_acc)
+    check_int("seq_len", seq_len)
+    check_choice("policy", policy, POLICIES)
     # BEGIN SOLUTION lab04.2: one accumulated step of the checkpointed model under the tracker
     model = build_model(config, policy=policy, seed=seed)  # seeded Llama, checkpointed by policy
     optimizer = torch.optim.SGD(model.parameters(), lr=1e-3)

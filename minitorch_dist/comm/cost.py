@@ -16,6 +16,8 @@ from __future__ import annotations
 
 from fractions import Fraction
 
+from minitorch_dist.checks import check_choice, check_int
+
 __all__ = [
     "ALGORITHMS",
     "BUS_FACTORS",
@@ -37,10 +39,8 @@ def collective_bytes(op: str, nbytes: int, world_size: int) -> int | float:
     over ranks (a ``float``), since uneven chunks make ranks send slightly different amounts.
     ``all_to_all`` sends every chunk but one's own: also ``(n - 1) / n * S``.
     """
-    if op not in RING_OPS:
-        raise ValueError(f"op must be one of {sorted(RING_OPS)}, got {op!r}")
-    if not isinstance(world_size, int) or world_size < 1:
-        raise ValueError(f"world_size must be an int >= 1, got {world_size!r}")
+    check_choice("op", op, RING_OPS)
+    check_int("world_size", world_size)
     if nbytes < 0:
         raise ValueError(f"nbytes must be >= 0, got {nbytes}")
     sent = Fraction(RING_OPS[op] * (world_size - 1) * nbytes, world_size)
@@ -62,8 +62,7 @@ ALGORITHMS = ("ring", "recursive_doubling")
 
 
 def _check_time_args(nbytes: float, world_size: int, seconds: float | None = None) -> None:
-    if not isinstance(world_size, int) or isinstance(world_size, bool) or world_size < 1:
-        raise ValueError(f"world_size must be an int >= 1, got {world_size!r}")
+    check_int("world_size", world_size)
     if nbytes < 0:
         raise ValueError(f"nbytes must be >= 0, got {nbytes}")
     if seconds is not None and not seconds > 0:
@@ -89,10 +88,8 @@ def collective_time(
     1, 2, 4, ...: ``ceil(log2 n) (alpha + S beta)`` (Thakur et al. 2005, "Allreduce"). The time of
     the reduction arithmetic (their gamma term) is left out.
     """
-    if op not in RING_OPS:
-        raise ValueError(f"op must be one of {sorted(RING_OPS)}, got {op!r}")
-    if algorithm not in ALGORITHMS:
-        raise ValueError(f"algorithm must be one of {ALGORITHMS}, got {algorithm!r}")
+    check_choice("op", op, RING_OPS)
+    check_choice("algorithm", algorithm, ALGORITHMS)
     _check_time_args(nbytes, world_size)
     if not alpha >= 0:
         raise ValueError(f"alpha must be >= 0 seconds, got {alpha}")
@@ -122,7 +119,6 @@ def bus_bandwidth(op: str, nbytes: float, seconds: float, world_size: int) -> fl
     and reduce. Bus bandwidth does not depend on ``n`` for an ideal ring, so it can be compared
     with the link's peak bandwidth directly.
     """
-    if op not in BUS_FACTORS:
-        raise ValueError(f"op must be one of {sorted(BUS_FACTORS)}, got {op!r}")
+    check_choice("op", op, BUS_FACTORS)
     _check_time_args(nbytes, world_size, seconds)
     return algorithm_bandwidth(nbytes, seconds) * float(BUS_FACTORS[op](world_size))

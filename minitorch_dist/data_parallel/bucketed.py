@@ -30,6 +30,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
+from minitorch_dist.checks import check_int, check_positive
 from minitorch_dist.data_parallel.base import DataParallelBase
 from minitorch_dist.data_parallel.naive import broadcast_parameters
 
@@ -44,10 +45,7 @@ def build_buckets(tensors: Sequence[torch.Tensor], bucket_cap_bytes: int) -> lis
     (it becomes one flat buffer), so a change of either starts a new bucket.
     Example: sizes 40, 40, 40, 100 bytes with a cap of 100 -> ``[[0, 1], [2], [3]]``.
     """
-    if isinstance(bucket_cap_bytes, bool) or not isinstance(bucket_cap_bytes, int):
-        raise ValueError(f"bucket_cap_bytes must be an int, got {bucket_cap_bytes!r}")
-    if bucket_cap_bytes < 1:
-        raise ValueError(f"bucket_cap_bytes must be >= 1, got {bucket_cap_bytes}")
+    check_int("bucket_cap_bytes", bucket_cap_bytes)
     # BEGIN SOLUTION lab05.3: cut the tensors into consecutive buckets of at most the cap
     buckets: list[list[int]] = []
     size = 0
@@ -110,12 +108,8 @@ class DataParallelBucket(DataParallelBase):
         first_bucket_cap_mb: float = 1.0,
         group: dist.ProcessGroup | None = None,
     ) -> None:
-        for name, value in (("bucket_cap_mb", bucket_cap_mb),
-                            ("first_bucket_cap_mb", first_bucket_cap_mb)):  # fmt: skip
-            if isinstance(value, bool) or not isinstance(value, (int, float)):
-                raise ValueError(f"{name} must be a number, got {value!r}")
-            if not value > 0:
-                raise ValueError(f"{name} must be > 0, got {value}")
+        check_positive("bucket_cap_mb", bucket_cap_mb)
+        check_positive("first_bucket_cap_mb", first_bucket_cap_mb)
         super().__init__(module, group)
         broadcast_parameters(module, group)
         self.bucket_cap_bytes = max(1, int(bucket_cap_mb * 2**20))

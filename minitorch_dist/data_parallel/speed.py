@@ -18,6 +18,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
+from minitorch_dist.checks import check_choice
 from minitorch_dist.comm.counting import CommCounter
 from minitorch_dist.data_parallel.bucketed import DataParallelBucket
 from minitorch_dist.data_parallel.naive import DataParallelNaive
@@ -31,17 +32,14 @@ VARIANTS = ("naive", "bucketed", "torch_ddp")
 
 def wrap(variant: str, model: nn.Module, *, bucket_cap_mb: float = 25.0) -> nn.Module:
     """``model`` wrapped by one of :data:`VARIANTS` (torch's DDP on the model's device)."""
+    check_choice("variant", variant, VARIANTS)
     if variant == "naive":
         return DataParallelNaive(model)
     if variant == "bucketed":
         return DataParallelBucket(model, bucket_cap_mb=bucket_cap_mb)
-    if variant == "torch_ddp":
-        on_gpu = next(model.parameters()).is_cuda
-        ids = [torch.cuda.current_device()] if on_gpu else None
-        return nn.parallel.DistributedDataParallel(
-            model, device_ids=ids, bucket_cap_mb=bucket_cap_mb
-        )
-    raise ValueError(f"variant must be one of {VARIANTS}, got {variant!r}")
+    on_gpu = next(model.parameters()).is_cuda  # torch_ddp
+    ids = [torch.cuda.current_device()] if on_gpu else None
+    return nn.parallel.DistributedDataParallel(model, device_ids=ids, bucket_cap_mb=bucket_cap_mb)
 
 
 def _sync(device: torch.device) -> None:

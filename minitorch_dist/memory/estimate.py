@@ -22,23 +22,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from minitorch_dist.checks import check_bool, check_choice, check_divisible, check_int
+
 RECIPES = ("mixed", "mixed_fp32_grads", "fp32")
 OPTIMIZERS = ("adam", "sgd", "sgd_momentum")
 ZERO_STAGES = (0, 1, 2, 3)
 RECOMPUTE = ("none", "selective", "full")
-
-
-def _check_int(name: str, value: Any, minimum: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ValueError(f"{name} must be an integer, got {value!r}")
-    if value < minimum:
-        raise ValueError(f"{name} must be >= {minimum}, got {value!r}")
-
-
-def _check_choice(name: str, value: Any, choices: tuple) -> None:
-    if value not in choices:
-        names = ", ".join(str(c) for c in choices)
-        raise ValueError(f"{name} must be one of {names}, got {value!r}")
 
 
 def bytes_per_param(recipe: str = "mixed", optimizer: str = "adam") -> dict[str, int]:
@@ -50,8 +39,8 @@ def bytes_per_param(recipe: str = "mixed", optimizer: str = "adam") -> dict[str,
     master copy: 4 + 4 + 8 = 16 for Adam. Adam keeps two fp32 states (m, v), SGD with momentum one,
     plain SGD none.
     """
-    _check_choice("recipe", recipe, RECIPES)
-    _check_choice("optimizer", optimizer, OPTIMIZERS)
+    check_choice("recipe", recipe, RECIPES)
+    check_choice("optimizer", optimizer, OPTIMIZERS)
     # BEGIN SOLUTION lab01.1: bytes per parameter of params, grads and optimizer states
     params, grads, master = {"mixed": (2, 2, 4), "mixed_fp32_grads": (2, 6, 4), "fp32": (4, 4, 0)}[
         recipe
@@ -80,11 +69,10 @@ def model_state_bytes(
     buffer does. Offload (ZeRO-Offload) moves the optimizer states -- fp32 master weights
     included -- to the CPU, so the device's ``optimizer`` becomes 0.
     """
-    _check_int("num_params", num_params, 0)
-    _check_int("dp", dp, 1)
-    _check_choice("zero_stage", zero_stage, ZERO_STAGES)
-    if not isinstance(offload, bool):
-        raise ValueError(f"offload must be True or False, got {offload!r}")
+    check_int("num_params", num_params, minimum=0)
+    check_int("dp", dp)
+    check_choice("zero_stage", zero_stage, ZERO_STAGES)
+    check_bool("offload", offload)
     per_param = bytes_per_param(recipe, optimizer)
     # BEGIN SOLUTION lab01.1: per-rank bytes of params, grads and optimizer states
     shard = -(-num_params // dp)  # ceil(Psi / N): the padded shard each rank keeps
@@ -108,12 +96,10 @@ def _check_activation_args(
 ) -> None:
     for name, value in (("seq_len", seq_len), ("micro_batch", micro_batch), ("hidden", hidden),
                         ("heads", heads), ("layers", layers), ("tp", tp)):  # fmt: skip
-        _check_int(name, value, 1)
-    if heads % tp:
-        raise ValueError(f"heads={heads} is not divisible by tp={tp}")
-    if hidden % tp:
-        raise ValueError(f"hidden={hidden} is not divisible by tp={tp}")
-    _check_choice("recompute", recompute, RECOMPUTE)
+        check_int(name, value)
+    check_divisible("heads", heads, "tp", tp)
+    check_divisible("hidden", hidden, "tp", tp)
+    check_choice("recompute", recompute, RECOMPUTE)
 
 
 def activation_bytes(
@@ -142,8 +128,7 @@ def activation_bytes(
     ``sp=True`` with ``tp=1`` is allowed and changes nothing (there is nothing to split).
     """
     _check_activation_args(seq_len, micro_batch, hidden, heads, layers, tp, recompute)
-    if not isinstance(sp, bool):
-        raise ValueError(f"sp must be True or False, got {sp!r}")
+    check_bool("sp", sp)
     # BEGIN SOLUTION lab01.2: stored activation bytes per Korthikanti et al. 2022 Table 2
     s, b, h, a, t = seq_len, micro_batch, hidden, heads, tp
     sbh = s * b * h
@@ -196,10 +181,10 @@ def llama_activation_breakdown(
     +4 % on the tiny model), and autocast, which also keeps a 16-bit copy of every weight for the
     step (2 bytes/param more).
     """
-    _check_int("seq_len", seq_len, 1)
-    _check_int("micro_batch", micro_batch, 1)
-    _check_int("dtype_bytes", dtype_bytes, 1)
-    _check_choice("recompute", recompute, RECOMPUTE)
+    check_int("seq_len", seq_len)
+    check_int("micro_batch", micro_batch)
+    check_int("dtype_bytes", dtype_bytes)
+    check_choice("recompute", recompute, RECOMPUTE)
     # BEGIN SOLUTION lab01.2: the Llama stored activation bytes, term by term
     s, b, p = seq_len, micro_batch, dtype_bytes
     h, kv, f = config.hidden, config.kv_hidden, config.ffn_hidden

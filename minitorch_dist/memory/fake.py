@@ -14,9 +14,10 @@ Two findings the code below depends on:
   top of the mode stack. It then sees each operator first and forwards it to the fake mode, whose
   outputs (fake tensors with fake storages) it files like real ones.
 
-The recompute policies match lab 3's: ``"full"`` checkpoints every ``Block``, ``"selective"``
-checkpoints every ``attn.core`` (Korthikanti et al. 2022, section 5), both with the non-reentrant
-:func:`torch.utils.checkpoint.checkpoint`.
+The recompute policies are lab 3's: ``"full"`` checkpoints every ``Block``, ``"selective"``
+every ``attn.core`` (Korthikanti et al. 2022, section 5), both with the non-reentrant
+:func:`torch.utils.checkpoint.checkpoint`
+(:func:`~minitorch_dist.models.checkpointing.apply_torch_checkpointing`).
 """
 
 from __future__ import annotations
@@ -27,10 +28,11 @@ from typing import Any
 import torch
 from torch import nn
 from torch._subclasses.fake_tensor import FakeTensorMode
-from torch.utils.checkpoint import checkpoint
 
+from minitorch_dist.checks import check_choice, check_int
 from minitorch_dist.memory.estimate import OPTIMIZERS, RECOMPUTE
 from minitorch_dist.memory.track import measure_step
+from minitorch_dist.models.checkpointing import apply_torch_checkpointing
 
 
 class _Autocast(nn.Module):
@@ -43,24 +45,6 @@ class _Autocast(nn.Module):
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
         with torch.autocast(tokens.device.type, dtype=self.dtype):
             return self.model(tokens)
-
-
-def apply_checkpointing(model: nn.Module, recompute: str) -> nn.Module:
-    """Wrap each Block (``"full"``) or each ``attn.core`` (``"selective"``) of a Llama in
-    non-reentrant activation checkpointing, in place; ``"none"`` leaves it as is."""
-    if recompute not in RECOMPUTE:
-        raise ValueError(f"recompute must be one of {', '.join(RECOMPUTE)}, got {recompute!r}")
-    if recompute == "none":
-        return model
-    for block in model.layers:
-        module = block if recompute == "full" else block.attn.core
-        forward = module.forward
-
-        def checkpointed(*args: Any, _forward: Any = forward) -> torch.Tensor:
-            return checkpoint(_forward, *args, use_reentrant=False)
-
-        module.forward = checkpointed
-    return model
 
 
 def _make_optimizer(name: str, params: Any) -> torch.optim.Optimizer:
@@ -93,15 +77,12 @@ def measure_step_fake(
     ``peak`` (the breakdown at the peak) and ``peak_total``; plus ``num_params``,
     ``bytes_per_param`` (model states after the step / num_params) and ``seconds`` (wall time).
     """
-    for name, value in (("seq_len", seq_len), ("micro_batch", micro_batch)):
-        if not isinstance(value, int) or value < 1:
-            raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+    check_int("seq_len", seq_len)
+    check_int("micro_batch", micro_batch)
     if seq_len > config.max_seq_len:
         raise ValueError(f"seq_len={seq_len} exceeds max_seq_len={config.max_seq_len}")
-    if optimizer not in OPTIMIZERS:
-        raise ValueError(f"optimizer must be one of {', '.join(OPTIMIZERS)}, got {optimizer!r}")
-    if recompute not in RECOMPUTE:
-        raise ValueError(f"recompute must be one of {', '.join(RECOMPUTE)}, got {recompute!r}")
+    check_choice("optimizer", optimizer, OPTIMIZERS)
+    check_choice("recompute", recompute, RECOMPUTE)
     from minitorch_dist.models import Llama, cross_entropy
 
     start = time.perf_counter()
@@ -112,7 +93,7 @@ def measure_step_fake(
             model = Llama(config)
         finally:
             torch.set_default_dtype(previous)
-        apply_checkpointing(model, recompute)
+        apply_torch_checkpointing(model, recompute)
         opt = _make_optimizer(optimizer, model.parameters())
         runner = model if autocast_dtype is None else _Autocast(model, autocast_dtype)
 

@@ -52,6 +52,7 @@ from torch.optim.optimizer import (
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 
+from minitorch_dist.checks import check_choice
 from minitorch_dist.scopes import in_backend_scope
 
 CATEGORIES = ("params", "grads", "optimizer", "activations", "other")
@@ -125,9 +126,7 @@ class MemoryTracker(TorchDispatchMode):
 
     def mark(self, phase: str) -> None:
         """Label what follows (``"forward"``, ``"backward"``, ``"optimizer"``, ``"idle"``)."""
-        if phase not in PHASES:
-            raise ValueError(f"phase must be one of {', '.join(PHASES)}, got {phase!r}")
-        self.phase = phase
+        self.phase = check_choice("phase", phase, PHASES)
         self.timeline.append((self._ops, phase, dict(self._bytes)))
 
     def current(self) -> dict[str, int]:
@@ -190,8 +189,7 @@ class MemoryTracker(TorchDispatchMode):
         A storage already counted is re-measured (it may have been resized); ``refile=True``
         also moves it to ``category``.
         """
-        if category not in CATEGORIES:
-            raise ValueError(f"category must be one of {', '.join(CATEGORIES)}, got {category!r}")
+        check_choice("category", category, CATEGORIES)
         storage = tensor if isinstance(tensor, torch.UntypedStorage) else tensor.untyped_storage()
         # BEGIN SOLUTION lab01.3: count a storage once, under a category, until it dies
         key = id(storage)  # unique while the storage lives; the finalizer forgets it on death

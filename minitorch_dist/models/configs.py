@@ -19,6 +19,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from minitorch_dist.checks import check_divisible, check_int, check_positive
+
 _POSITIVE_INT_FIELDS = (
     "vocab_size",
     "hidden",
@@ -48,19 +50,13 @@ class LlamaConfig:
 
     def __post_init__(self) -> None:
         for field in _POSITIVE_INT_FIELDS:
-            value = getattr(self, field)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{field} must be >= 1, got {value!r}")
-        if self.hidden % self.heads:
-            raise ValueError(f"hidden={self.hidden} is not divisible by heads={self.heads}")
-        if self.heads % self.kv_heads:
-            raise ValueError(f"heads={self.heads} is not divisible by kv_heads={self.kv_heads}")
+            check_int(field, getattr(self, field))
+        check_divisible("hidden", self.hidden, "heads", self.heads)
+        check_divisible("heads", self.heads, "kv_heads", self.kv_heads)
         if self.head_dim % 2:
             raise ValueError(f"head_dim={self.head_dim} must be even for RoPE (pairs of dims)")
-        if not self.norm_eps > 0:
-            raise ValueError(f"norm_eps must be > 0, got {self.norm_eps}")
-        if not self.rope_theta > 0:
-            raise ValueError(f"rope_theta must be > 0, got {self.rope_theta}")
+        check_positive("norm_eps", self.norm_eps)
+        check_positive("rope_theta", self.rope_theta)
 
     @property
     def head_dim(self) -> int:

@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import torch
 
+from minitorch_dist.checks import check_divisible, check_int
+
 FP8_DTYPES = (torch.float8_e4m3fn, torch.float8_e5m2)
 
 
@@ -62,8 +64,10 @@ def dequantize_per_tensor(q: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
 def _check_blocks(shape: torch.Size, block: tuple[int, int]) -> tuple[int, int]:
     if len(shape) != 2:
         raise ValueError(f"block scaling needs a 2-D tensor, got shape {tuple(shape)}")
-    if len(block) != 2 or any(not isinstance(b, int) or b < 1 for b in block):
+    if len(block) != 2:
         raise ValueError(f"block must be two positive integers (rows, cols), got {block!r}")
+    check_int("block rows", block[0])
+    check_int("block cols", block[1])
     if shape[0] % block[0] or shape[1] % block[1]:
         raise ValueError(f"shape {tuple(shape)} must be divisible by the block {tuple(block)}")
     return block
@@ -219,15 +223,13 @@ def fp8_linears(
     output head (section 3.3.1).
     """
     _check_scaling(scaling)
-    if not isinstance(block, int) or block < 1:
-        raise ValueError(f"block must be a positive integer, got {block!r}")
+    check_int("block", block)
     for name, module in model.named_modules():
         if type(module) is not torch.nn.Linear or name.split(".")[-1] in skip:
             continue
         for side in ("in_features", "out_features"):
-            width = getattr(module, side)
-            if scaling == "block" and width % block:
-                raise ValueError(f"{name}: {side}={width} is not divisible by block={block}")
+            if scaling == "block":
+                check_divisible(f"{name}: {side}", getattr(module, side), "block", block)
         module.__class__ = Fp8Linear
         module.scaling, module.block = scaling, block
     return model

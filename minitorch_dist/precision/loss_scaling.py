@@ -21,6 +21,8 @@ from typing import Any
 
 import torch
 
+from minitorch_dist.checks import check_int
+
 FP32_MAX = torch.finfo(torch.float32).max  # GradScaler keeps S in fp32: it never grows past this
 
 
@@ -51,10 +53,7 @@ class DynamicLossScaler:
             raise ValueError(f"growth_factor must be > 1, got {growth_factor!r}")
         if not 0.0 < backoff_factor < 1.0:
             raise ValueError(f"backoff_factor must be in (0, 1), got {backoff_factor!r}")
-        if isinstance(growth_interval, bool) or not isinstance(growth_interval, int):
-            raise ValueError(f"growth_interval must be an integer, got {growth_interval!r}")
-        if growth_interval < 1:
-            raise ValueError(f"growth_interval must be >= 1, got {growth_interval!r}")
+        check_int("growth_interval", growth_interval)
         self._scale = float(init_scale)
         self.growth_factor = float(growth_factor)
         self.backoff_factor = float(backoff_factor)

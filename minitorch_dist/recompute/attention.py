@@ -24,6 +24,7 @@ import math
 import torch
 from torch import nn
 
+from minitorch_dist.checks import check_choice, check_int
 from minitorch_dist.models.llama import AttentionCore
 
 __all__ = ["MathAttentionCore", "use_attention", "math_attention_extra_bytes"]
@@ -50,8 +51,7 @@ def use_attention(model: nn.Module, kind: str) -> nn.Module:
     """Give every block of a Llama the fused (``"fused"``) or the unfused (``"math"``) attention
     core, in place; returns the model. Cores hold no parameters, so nothing else changes."""
     cores = {"fused": AttentionCore, "math": MathAttentionCore}
-    if kind not in cores:
-        raise ValueError(f"kind must be one of {', '.join(cores)}, got {kind!r}")
+    check_choice("kind", kind, cores)
     for block in model.layers:
         block.attn.core = cores[kind]()
     return model
@@ -65,10 +65,9 @@ def math_attention_extra_bytes(
     Per layer: + p·bHs^2 (probs) + 2p·bs·h (k and v copied to all H heads) - 2p·bs·kv (the fused
     kernel's k and v, now freed after the copy) - 4bHs (the fused kernel's fp32 logsumexp).
     """
-    for name, value in (("seq_len", seq_len), ("micro_batch", micro_batch),
-                        ("dtype_bytes", dtype_bytes)):  # fmt: skip
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+    check_int("seq_len", seq_len)
+    check_int("micro_batch", micro_batch)
+    check_int("dtype_bytes", dtype_bytes)
     s, b, p = seq_len, micro_batch, dtype_bytes
     h, kv, heads = config.hidden, config.kv_hidden, config.heads  # type: ignore[attr-defined]
     per_layer = p * b * heads * s * s + 2 * p * b * s * (h - kv) - 4 * b * heads * s

@@ -43,6 +43,8 @@ from typing import Any
 
 import torch
 
+from minitorch_dist.checks import check_int
+
 __all__ = ["CheckpointFunction", "checkpoint", "segment_checkpoint_bytes"]
 
 
@@ -178,9 +180,8 @@ def segment_checkpoint_bytes(
     activations are as small as its input, and k = 1 (checkpoint every layer) when they are many
     times larger, as in a transformer block.
     """
-    for name, value in (("layers", layers), ("segment", segment)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+    check_int("layers", layers)
+    check_int("segment", segment)
     if segment > layers:
         raise ValueError(f"segment={segment} is longer than the chain of {layers} layers")
     if input_bytes < 0 or layer_bytes < 0:

@@ -26,9 +26,10 @@ import torch
 from torch import nn
 from torch._subclasses.fake_tensor import FakeTensorMode
 
-from minitorch_dist.memory.fake import apply_checkpointing as apply_torch_checkpointing
+from minitorch_dist.checks import check_choice, check_int
 from minitorch_dist.memory.track import measure_step
 from minitorch_dist.models import Llama, LlamaConfig, cross_entropy, synthetic_batch
+from minitorch_dist.models.checkpointing import apply_torch_checkpointing
 from minitorch_dist.recompute.attention import use_attention
 from minitorch_dist.recompute.policies import POLICIES, apply_activation_checkpointing
 
@@ -61,10 +62,8 @@ def build_model(
 ) -> nn.Module:
     """A seeded ``Llama(config)`` with the given attention core, checkpointed by ``policy``
     (``"none"``, ``"selective"``, ``"full"``) through our checkpoint or torch's."""
-    if policy not in POLICIES:
-        raise ValueError(f"policy must be one of {', '.join(POLICIES)}, got {policy!r}")
-    if impl not in IMPLEMENTATIONS:
-        raise ValueError(f"impl must be one of {', '.join(IMPLEMENTATIONS)}, got {impl!r}")
+    check_choice("policy", policy, POLICIES)
+    check_choice("impl", impl, IMPLEMENTATIONS)
     torch.manual_seed(seed)
     with torch.device(device):
         model = use_attention(Llama(config), attention)
@@ -96,9 +95,8 @@ def measure_recompute(
     ``labelled`` (the tracker's ``activations`` category at the end of the forward),
     ``peak_total`` (the whole step's peak) and ``peak`` (its breakdown), and ``seconds``.
     """
-    for name, value in (("seq_len", seq_len), ("micro_batch", micro_batch)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+    check_int("seq_len", seq_len)
+    check_int("micro_batch", micro_batch)
     if seq_len > config.max_seq_len:
         raise ValueError(f"seq_len={seq_len} exceeds max_seq_len={config.max_seq_len}")
     start = time.perf_counter()
@@ -140,8 +138,7 @@ def time_steps(
     busy with something else slows them all alike; the minimum over ``repeats`` rounds is the
     least disturbed run. On a GPU the clock is read after ``torch.cuda.synchronize()``.
     """
-    if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
-        raise ValueError(f"repeats must be an integer >= 1, got {repeats!r}")
+    check_int("repeats", repeats)
     inputs, targets = batch
     cuda = inputs.device.type == "cuda"
     best = dict.fromkeys(models, float("inf"))

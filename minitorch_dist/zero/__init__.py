@@ -23,6 +23,7 @@ from typing import Any
 
 from torch import nn
 
+from minitorch_dist.checks import check_choice
 from minitorch_dist.zero.base import ZeroOptimizer
 from minitorch_dist.zero.offload import CpuOffloadAdam
 from minitorch_dist.zero.sharding import (
@@ -60,6 +61,5 @@ def zero_optimizer(model: nn.Module, stage: int, **kwargs: Any) -> ZeroOptimizer
     """The ZeRO optimizer of ``stage`` (0-3) for ``model``; ``kwargs`` go to its constructor
     (``lr``, ``betas``, ``eps``, ``weight_decay``, ``group``, ``units``, ``offload``, and
     ``prefetch`` for stage 3)."""
-    if stage not in STAGES:
-        raise ValueError(f"stage must be one of 0, 1, 2, 3, got {stage!r}")
+    check_choice("stage", stage, STAGES)
     return STAGES[stage](model, **kwargs)

@@ -20,7 +20,10 @@ A step is three moves, which each stage fills in: ``_reduce_gradients`` (average
 over the ranks, keeping what this rank needs), ``optimizer.step()`` (torch's own Adam, run on this
 rank's shards only, so the arithmetic is exactly that of the single-process reference), and
 ``_gather_parameters`` (give every rank the updated parameters it keeps). With ``offload=True``
-the middle move runs on the CPU (:mod:`minitorch_dist.zero.offload`, ZeRO-Offload).
+the middle move runs on the CPU (:mod:`minitorch_dist.zero.offload`, ZeRO-Offload). What a stage
+keeps between steps (``_kept_params``, ``_kept_grads``) and sends (``comm_payloads``) it says
+itself too; the base class never asks which stage it is. Stages 2 and 3 share their unit-wise
+gradient reduction, :class:`~minitorch_dist.zero.stage2.UnitwiseGradients`.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ import torch.distributed as dist
 from torch import nn
 from torch.utils._pytree import tree_leaves
 
+from minitorch_dist.checks import check_bool
 from minitorch_dist.zero.sharding import FlatUnit, build_units, storage_bytes
 
 __all__ = ["ZeroOptimizer"]
@@ -77,14 +81,12 @@ class ZeroOptimizer:
             )
         if len(betas) != 2 or not all(0 <= b < 1 for b in betas):
             raise ValueError(f"betas must be two numbers in [0, 1), got {betas!r}")
-        if not isinstance(offload, bool):
-            raise ValueError(f"offload must be True or False, got {offload!r}")
+        check_bool("offload", offload)
         if not (dist.is_available() and dist.is_initialized()):
             raise ValueError("ZeRO needs an initialised process group: run under launch()")
         self.model, self.group, self.offload = model, group, offload
         self.rank, self.world_size = dist.get_rank(group), dist.get_world_size(group)
-        # stage 0 keeps everything whole: its flat buffers need no padding
-        self.units: list[FlatUnit] = build_units(model, self.world_size if self.stage else 1, units)
+        self.units: list[FlatUnit] = build_units(model, self._shards_per_unit(), units)
         if not self.units:
             raise ValueError("the model has no trainable parameters")
         kinds = {(p.device, p.dtype) for u in self.units for p in u.params}
@@ -102,6 +104,10 @@ class ZeroOptimizer:
             self.optimizer = torch.optim.Adam(shards, **self.hyper)
 
     # -- the three moves of a step; subclasses fill them in --------------------------------
+    def _shards_per_unit(self) -> int:
+        """Equal shards each flat buffer is padded to: one per rank (stage 0: 1, no padding)."""
+        return self.world_size
+
     def _setup(self) -> None:
         """Flatten each unit, point the parameters into it, make ``unit.shard`` (and its grad)."""
         raise NotImplementedError
@@ -147,11 +153,19 @@ class ZeroOptimizer:
 
     def state_tensors(self) -> dict[str, list[torch.Tensor]]:
         """The tensors this rank keeps between steps, by category (params, grads, optimizer)."""
-        params = [u.full for u in self.units]
-        if self.stage >= 3:
-            params += [u.shard for u in self.units]  # the full buffers are empty between uses
-        grads = [u.flat_grad if self.stage <= 1 else u.grad_shard for u in self.units]
-        return {"params": params, "grads": grads, "optimizer": _tensors(list(self.state.values()))}
+        return {
+            "params": self._kept_params(),
+            "grads": self._kept_grads(),
+            "optimizer": _tensors(list(self.state.values())),
+        }
+
+    def _kept_params(self) -> list[torch.Tensor]:
+        """Parameter buffers kept between steps: each unit's whole flat parameters."""
+        return [u.full for u in self.units]
+
+    def _kept_grads(self) -> list[torch.Tensor]:
+        """Gradient buffers kept between steps: each unit's whole flat gradient."""
+        return [u.flat_grad for u in self.units]
 
     def offloaded_tensors(self) -> list[torch.Tensor]:
         """The tensors kept in CPU memory by offload (none without it)."""
@@ -170,35 +184,8 @@ class ZeroOptimizer:
     def comm_payloads(self) -> dict[str, int]:
         """Full-size bytes of each kind of collective one step issues (the S of the ring
         formulas), summed over units: what :class:`~minitorch_dist.comm.CommCounter` books."""
-        size = {u.name: u.padded_numel * u.params[0].element_size() for u in self.units}
-        total = sum(size.values())
-        if self.stage == 0:
-            return {"all_reduce": total}
-        if self.stage <= 2:
-            return {"reduce_scatter": total, "all_gather": total}
-        return {
-            "reduce_scatter": total,
-            "all_gather": 2 * total,
-        }  # gathered in forward and backward
+        raise NotImplementedError
 
-
-class UnitwiseGradients:
-    """Stages 2 and 3 reduce each unit's gradients during backward, into a sharded buffer.
-
-    ``_reduce_gradients`` then only reduces the units still waiting (some of whose parameters got
-    no gradient, or a backward that never finished), and ``_zero_grad`` zeroes the shards.
-    """
-
-    units: list
-    _reduce_unit: Any
-
-    def _reduce_gradients(self) -> None:
-        for u in self.units:
-            if u.ready:
-                self._reduce_unit(u)
-
-    def _zero_grad(self) -> None:
-        for u in self.units:
-            u.grad_shard.zero_()
-            for p in u.params:
-                p.grad = None
+    def _unit_bytes(self) -> int:
+        """Bytes of every unit's padded flat buffer together: one collective's S, all units."""
+        return sum(u.padded_numel * u.params[0].element_size() for u in self.units)

@@ -23,6 +23,7 @@ import torch
 import torch.distributed as dist
 from torch._subclasses.fake_tensor import FakeTensorMode
 
+from minitorch_dist.checks import check_choice
 from minitorch_dist.comm import CommCounter, collective_bytes
 from minitorch_dist.launcher import launch
 from minitorch_dist.memory import MemoryTracker, model_state_bytes
@@ -44,8 +45,7 @@ def zero_comm_bytes(num_params: int, stage: int, dp: int, bytes_per_param: int =
     parameters, (N-1)/N S each, the same 2 (N-1)/N S; stage 3 all-gathers the parameters twice
     (forward and backward) and reduce-scatters the gradients: 3 (N-1)/N S, 1.5 times as much.
     """
-    if stage not in (0, 1, 2, 3):
-        raise ValueError(f"stage must be one of 0, 1, 2, 3, got {stage!r}")
+    check_choice("stage", stage, (0, 1, 2, 3))
     size = bytes_per_param * num_params
     passes = {0: 0, 1: 1, 2: 1, 3: 2}[stage]  # all-gathers of the parameters per step
     if stage == 0:

@@ -28,6 +28,8 @@ from collections.abc import Callable, Iterable, Sequence
 import torch
 from torch import nn
 
+from minitorch_dist.checks import check_int
+
 __all__ = ["FlatUnit", "build_units", "default_unit_modules", "shard_numel", "storage_bytes"]
 
 
@@ -143,8 +145,7 @@ def build_units(
     root) that contains every place it is used. Units come in the order of ``modules``, the root
     unit first; units without parameters are dropped.
     """
-    if not isinstance(world_size, int) or world_size < 1:
-        raise ValueError(f"world_size must be an int >= 1, got {world_size!r}")
+    check_int("world_size", world_size)
     if callable(modules):
         modules = modules(model)
     modules = default_unit_modules(model) if modules is None else list(modules)

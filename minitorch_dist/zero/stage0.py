@@ -24,6 +24,9 @@ class ZeroStage0(ZeroOptimizer):
 
     stage = 0
 
+    def _shards_per_unit(self) -> int:
+        return 1  # everything whole: the flat buffers need no padding
+
     def _setup(self) -> None:
         for u in self.units:  # one "shard" per rank: the whole unit (no padding)
             u.full = u.flatten([p.detach() for p in u.params])  # (Psi_u,)
@@ -43,3 +46,6 @@ class ZeroStage0(ZeroOptimizer):
         for u in self.units:
             u.flat_grad.zero_()
             u.collect_grads()
+
+    def comm_payloads(self) -> dict[str, int]:
+        return {"all_reduce": self._unit_bytes()}

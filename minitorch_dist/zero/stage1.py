@@ -63,3 +63,7 @@ class ZeroStage1(ZeroOptimizer):
         for u in self.units:
             u.flat_grad.zero_()
             u.collect_grads()
+
+    def comm_payloads(self) -> dict[str, int]:
+        """A reduce-scatter and an all-gather of every unit (stage 2 the same)."""
+        return {"reduce_scatter": self._unit_bytes(), "all_gather": self._unit_bytes()}

@@ -18,7 +18,8 @@ To notice that a unit's gradients are complete we hook each parameter's Accumula
 autograd node that writes ``p.grad``: its post-hooks run after ``p.grad`` is final (and after any
 ``register_post_accumulate_grad_hook`` on the tensor, such as the memory tracker's).
 
-Lab 6, task lab06.2, asks for ``_reduce_unit``.
+Stage 3 reduces its gradients the same way, so this part lives in :class:`UnitwiseGradients`,
+which both stages are built from. Lab 6, task lab06.2, asks for its ``_reduce_unit``.
 """
 
 from __future__ import annotations
@@ -30,11 +31,10 @@ import torch
 from torch import nn
 
 from minitorch_dist.comm import reduce_scatter_tensor
-from minitorch_dist.zero.base import UnitwiseGradients
 from minitorch_dist.zero.sharding import FlatUnit
 from minitorch_dist.zero.stage1 import ZeroStage1
 
-__all__ = ["ZeroStage2", "grad_accumulator"]
+__all__ = ["UnitwiseGradients", "ZeroStage2", "grad_accumulator"]
 
 
 def grad_accumulator(param: torch.Tensor) -> Any:
@@ -45,25 +45,29 @@ def grad_accumulator(param: torch.Tensor) -> Any:
     return param.view_as(param).grad_fn.next_functions[0][0]  # torch < 2.2
 
 
-class ZeroStage2(UnitwiseGradients, ZeroStage1):
-    """ZeRO stage 2: optimizer states and gradients sharded; parameters whole."""
+class UnitwiseGradients:
+    """What stages 2 and 3 share: each unit's gradients are reduce-scattered into this rank's
+    gradient shard during the backward pass, as soon as the last of them is written.
 
-    stage = 2
+    A stage built on it gives each unit a ``grad_shard`` of S elements (``unit.shard.grad``) and
+    calls :meth:`_hook_gradients` on the unit in ``_setup``. The step's ``_reduce_gradients``
+    then only reduces the units still waiting (some of whose parameters got no gradient), and
+    ``_zero_grad`` zeroes the shards. Stage 3 extends :meth:`_on_grad` to free the unit after.
+    """
 
-    def _setup(self) -> None:
-        self._accumulators, self._handles = [], []
-        for u in self.units:
-            u.full = u.flatten([p.detach() for p in u.params])  # (N*S,)
-            u.view_params_on(u.full)
-            lo, hi = u.shard_range(self.rank)
-            u.shard = nn.Parameter(u.full[lo:hi])  # a view, as in stage 1
-            u.grad_shard = u.full.new_zeros(u.shard_numel)  # (S,): all the gradient kept
-            u.shard.grad = u.grad_shard
-            u.ready = set()  # ids of the unit's parameters whose gradient is complete
-            for p in u.params:
-                node = grad_accumulator(p)
-                self._accumulators.append(node)
-                self._handles.append(node.register_hook(functools.partial(self._on_grad, u, p)))
+    units: list[FlatUnit]
+    group: Any
+    world_size: int
+    _accumulators: list
+    _handles: list
+
+    def _hook_gradients(self, unit: FlatUnit) -> None:
+        """Call :meth:`_on_grad` each time autograd has written one of ``unit``'s gradients."""
+        unit.ready = set()  # ids of the unit's parameters whose gradient is complete
+        for p in unit.params:
+            node = grad_accumulator(p)
+            self._accumulators.append(node)
+            self._handles.append(node.register_hook(functools.partial(self._on_grad, unit, p)))
 
     def _on_grad(self, unit: FlatUnit, param: torch.Tensor, *hook_args: Any) -> None:
         """AccumulateGrad post-hook: once the unit's last gradient is written, reduce it."""
@@ -86,3 +90,36 @@ class ZeroStage2(UnitwiseGradients, ZeroStage1):
         unit.grad_shard.add_(summed.div_(self.world_size))  # += : micro-batches accumulate
         # END SOLUTION
         unit.ready.clear()
+
+    def _reduce_gradients(self) -> None:
+        for u in self.units:
+            if u.ready:
+                self._reduce_unit(u)
+
+    def _zero_grad(self) -> None:
+        for u in self.units:
+            u.grad_shard.zero_()
+            for p in u.params:
+                p.grad = None
+
+    def _kept_grads(self) -> list[torch.Tensor]:
+        """Only the gradient shards stay between steps."""
+        return [u.grad_shard for u in self.units]
+
+
+class ZeroStage2(UnitwiseGradients, ZeroStage1):
+    """ZeRO stage 2: optimizer states and gradients sharded; parameters whole (gathered after
+    the step as in stage 1)."""
+
+    stage = 2
+
+    def _setup(self) -> None:
+        self._accumulators, self._handles = [], []
+        for u in self.units:
+            u.full = u.flatten([p.detach() for p in u.params])  # (N*S,)
+            u.view_params_on(u.full)
+            lo, hi = u.shard_range(self.rank)
+            u.shard = nn.Parameter(u.full[lo:hi])  # a view, as in stage 1
+            u.grad_shard = u.full.new_zeros(u.shard_numel)  # (S,): all the gradient kept
+            u.shard.grad = u.grad_shard
+            self._hook_gradients(u)

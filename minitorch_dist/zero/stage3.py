@@ -10,7 +10,7 @@ of it, so nothing else changes):
                        post-hook  free full; hook u's outputs so that backward calls pre-backward
     backward, unit u:  pre-backward  all-gather full again; prefetch unit u-1
                        once u's grads are written: reduce-scatter them into grad_shard, free
-                       grads and full (stage 2's _reduce_unit)
+                       grads and full (UnitwiseGradients._reduce_unit, shared with stage 2)
     step:              Adam on the shards; nothing to gather (the next forward does it)
 
 Per unit and step: two all-gathers and one reduce-scatter of the unit, 3 Psi in all, 1.5 times
@@ -36,10 +36,11 @@ import torch
 from torch import nn
 from torch.utils._pytree import tree_leaves
 
+from minitorch_dist.checks import check_bool
 from minitorch_dist.comm import all_gather_into_tensor
-from minitorch_dist.zero.base import UnitwiseGradients, ZeroOptimizer
+from minitorch_dist.zero.base import ZeroOptimizer
 from minitorch_dist.zero.sharding import FlatUnit
-from minitorch_dist.zero.stage2 import ZeroStage2, grad_accumulator
+from minitorch_dist.zero.stage2 import UnitwiseGradients
 
 __all__ = ["ZeroStage3"]
 
@@ -55,13 +56,9 @@ class ZeroStage3(UnitwiseGradients, ZeroOptimizer):
     both are collectives, called by every rank."""
 
     stage = 3
-    _reduce_unit = ZeroStage2._reduce_unit  # reduce-scatter a unit's grads: as in stage 2
-    _on_grad_ready = ZeroStage2._on_grad  # counts a unit's gradients, then calls _reduce_unit
 
     def __init__(self, model: nn.Module, *, prefetch: bool = True, **kwargs: Any) -> None:
-        if not isinstance(prefetch, bool):
-            raise ValueError(f"prefetch must be True or False, got {prefetch!r}")
-        self.prefetch = prefetch
+        self.prefetch = check_bool("prefetch", prefetch)
         super().__init__(model, **kwargs)
 
     def _setup(self) -> None:
@@ -75,11 +72,8 @@ class ZeroStage3(UnitwiseGradients, ZeroOptimizer):
             u.shard = nn.Parameter(u.full[lo:hi].clone())  # (S,): its own memory, kept
             u.grad_shard = u.full.new_zeros(u.shard_numel)  # (S,)
             u.shard.grad = u.grad_shard
-            u.ready, u.work, u.state = set(), None, GATHERED
-            for p in u.params:
-                node = grad_accumulator(p)
-                self._accumulators.append(node)
-                self._handles.append(node.register_hook(functools.partial(self._on_grad, u, p)))
+            u.work, u.state = None, GATHERED
+            self._hook_gradients(u)  # reduce-scatter the unit's grads once written, as stage 2
             self._free(u)  # (after the hooks: on fake tensors, finding the node regrows storage)
             if u.module is not self.model:
                 self._handles += [
@@ -168,7 +162,7 @@ class ZeroStage3(UnitwiseGradients, ZeroOptimizer):
 
     def _on_grad(self, unit: FlatUnit, param: torch.Tensor, *hook_args: Any) -> None:
         """A gradient of ``unit`` is written; after the last: reduce-scatter, then free."""
-        self._on_grad_ready(unit, param)
+        super()._on_grad(unit, param, *hook_args)
         if not unit.ready:  # _reduce_unit ran: the whole parameters are not needed any more
             self._free(unit)
 
@@ -191,6 +185,15 @@ class ZeroStage3(UnitwiseGradients, ZeroOptimizer):
             self._order = [u for u in self._seen if u is not self._root]
         if self._root is not None:
             self._post_forward(self._root, module, args, output)
+
+    # -- what this rank holds and sends ------------------------------------------------------
+    def _kept_params(self) -> list[torch.Tensor]:
+        """The shards; the whole flat buffers are kept too, but empty between uses."""
+        return [u.full for u in self.units] + [u.shard for u in self.units]
+
+    def comm_payloads(self) -> dict[str, int]:
+        """A reduce-scatter of every unit and two all-gathers (forward and backward)."""
+        return {"reduce_scatter": self._unit_bytes(), "all_gather": 2 * self._unit_bytes()}
 
     @contextlib.contextmanager
     def gathered(self) -> Iterator[None]:
