@@ -153,7 +153,8 @@ class ProcessGrid:
     Call it on every rank, inside an initialised default process group whose size is
     ``dp * pp * cp * ep * tp``. ``grid.group(name)`` returns this rank's group for an axis or a
     group of :data:`GROUPS`; ``grid.size(axis)``, ``grid.index(axis)`` (its place on the axis) and
-    ``grid.ranks(name)`` (global ranks of its group) describe it.
+    ``grid.ranks(name)`` (global ranks of its group) describe it; ``grid.tp_group``,
+    ``grid.tp_rank``, ``grid.dp_cp_size`` ... are shorthands for the same calls.
     """
 
     def __init__(self, dp: int = 1, pp: int = 1, cp: int = 1, ep: int = 1, tp: int = 1) -> None:
