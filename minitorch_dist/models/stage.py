@@ -28,6 +28,7 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
+from minitorch_dist.checks import check_int
 from minitorch_dist.models.llama import Llama, rope_for
 
 __all__ = ["LlamaStage", "split_model"]
@@ -44,8 +45,8 @@ class LlamaStage(nn.Module):
     def __init__(self, model: Llama, start: int, stop: int) -> None:
         super().__init__()
         num_layers = model.config.layers
-        if not (isinstance(start, int) and isinstance(stop, int) and 0 <= start < stop):
-            raise ValueError(f"need ints 0 <= start < stop, got start={start!r}, stop={stop!r}")
+        check_int("start", start, minimum=0)
+        check_int("stop", stop, minimum=start + 1)  # every stage holds at least one block
         if stop > num_layers:
             raise ValueError(f"stop={stop} exceeds the model's layers={num_layers}")
         self.config = model.config
