@@ -16,7 +16,9 @@ from minitorch_dist.models import (
     LlamaConfig,
     LlamaStage,
     cross_entropy,
+    padded_vocab_size,
     rope_for,
+    split_layers,
     split_model,
 )
 
@@ -184,3 +186,87 @@ def test_split_model_rejects_bad_sizes(sizes: list[int], message: str) -> None:
         split_model(Llama(DEEP), sizes)
     with pytest.raises(ValueError, match="exceeds the model's layers=4"):
         LlamaStage(Llama(DEEP), 2, 5)
+
+
+# -- split_layers, padded_vocab_size, num_params_per_rank ----------------------------------------
+@pytest.mark.parametrize(
+    ("layers", "pp", "expected"),
+    [
+        (4, 1, [4]),
+        (4, 4, [1, 1, 1, 1]),
+        (10, 4, [3, 3, 2, 2]),
+        (7, 3, [3, 2, 2]),
+        (80, 6, [14] * 2 + [13] * 4),
+    ],
+)
+def test_split_layers_gives_the_remainder_to_the_first_stages(layers, pp, expected):
+    assert split_layers(layers, pp) == expected
+    assert sum(expected) == layers
+
+
+def test_split_layers_refuses_more_stages_than_layers():
+    with pytest.raises(ValueError, match="layers=2 < pp=4"):
+        split_layers(2, 4)
+    with pytest.raises(ValueError, match="pp must be an integer >= 1"):
+        split_layers(4, 0)
+
+
+def test_padded_vocab_size_is_megatrons_rule():
+    assert padded_vocab_size(50257, 1) == 50304  # GPT-2's famous padding
+    assert padded_vocab_size(50257, 8) == 51200
+    assert padded_vocab_size(32000, 8) == 32768
+    assert padded_vocab_size(128256, 2) == 128256  # Llama 3's vocabulary needs none at tp=2
+    assert padded_vocab_size(250, 2, multiple=1) == 250
+    assert padded_vocab_size(251, 2, multiple=1) == 252
+
+
+def _held(model: Llama, tp: int, stage: LlamaStage) -> int:
+    """Count what a rank holds by cutting real tensors: columns/rows of each weight over tp."""
+    cfg = model.config
+    vocab = cfg.vocab_size if tp == 1 else padded_vocab_size(cfg.vocab_size, tp)
+    total = 0
+    for name, p in stage.named_parameters():
+        if "norm" in name:
+            total += p.numel()
+        elif name.endswith(("wk.weight", "wv.weight")) and cfg.kv_heads < tp:
+            total += cfg.head_dim * cfg.hidden
+        elif name in ("embed.weight", "head.weight"):
+            total += vocab * cfg.hidden // tp
+        else:
+            total += p.numel() // tp
+    return total
+
+
+@pytest.mark.parametrize("tp", [1, 2, 4])
+@pytest.mark.parametrize("pp", [1, 2, 3])
+def test_num_params_per_rank_counts_a_ranks_share(tp, pp):
+    cfg = LlamaConfig("t", 250, 64, 5, 4, 2, 176, 64, 1e-5, 1e4)
+    model = Llama(cfg)
+    stages = split_model(model, split_layers(cfg.layers, pp))
+    held = [cfg.num_params_per_rank(tp=tp, pp=pp, stage=i) for i in range(pp)]
+    assert held == [_held(model, tp, s) for s in stages]
+    if tp == 1:
+        assert sum(held) == cfg.num_params()
+
+
+def test_num_params_per_rank_of_real_models():
+    for name in ("llama-2-7b", "llama-3-70b", "llama-3.1-405b"):
+        cfg = LlamaConfig.from_preset(name)
+        assert cfg.num_params_per_rank() == cfg.num_params()
+    cfg = LlamaConfig.from_preset("llama-3-70b")  # V = 128256 = 128 * 1002: padded at tp = 8 only
+    h, V = cfg.hidden, cfg.vocab_size
+    norms = (2 * cfg.layers + 1) * h
+    assert cfg.num_params_per_rank(tp=2) == (cfg.num_params() - norms) // 2 + norms
+    assert cfg.num_params_per_rank(tp=8) == (cfg.num_params() - norms - 2 * V * h) // 8 + norms + (
+        2 * padded_vocab_size(V, 8) * h // 8
+    )
+
+
+def test_num_params_per_rank_names_the_constraint():
+    cfg = LlamaConfig.from_preset("llama-3-70b")
+    with pytest.raises(ValueError, match="heads=64 is not divisible by tp=3"):
+        cfg.num_params_per_rank(tp=3)
+    with pytest.raises(ValueError, match="stage=4 must be < pp=4"):
+        cfg.num_params_per_rank(pp=4, stage=4)
+    with pytest.raises(ValueError, match="layers=80 < pp=81"):
+        cfg.num_params_per_rank(pp=81)

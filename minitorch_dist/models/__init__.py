@@ -2,7 +2,13 @@
 that every lab trains, plus synthetic token data to train it on, and :func:`split_model`, which
 cuts a Llama into pipeline stages (:class:`LlamaStage`) that share its submodules."""
 
-from minitorch_dist.models.configs import PRESETS, LlamaConfig, preset_names
+from minitorch_dist.models.configs import (
+    PRESETS,
+    LlamaConfig,
+    padded_vocab_size,
+    preset_names,
+    split_layers,
+)
 from minitorch_dist.models.data import SyntheticTokens, markov_entropy, synthetic_batch
 from minitorch_dist.models.llama import (
     Attention,
@@ -32,9 +38,11 @@ __all__ = [
     "apply_rope",
     "cross_entropy",
     "markov_entropy",
+    "padded_vocab_size",
     "preset_names",
     "rope_for",
     "rope_tables",
+    "split_layers",
     "split_model",
     "synthetic_batch",
 ]

@@ -95,6 +95,77 @@ class LlamaConfig:
         """Exact parameter count (equals ``sum(p.numel() for p in Llama(cfg).parameters())``)."""
         return sum(self.param_counts().values())
 
+    def num_params_per_rank(
+        self, *, tp: int = 1, pp: int = 1, stage: int = 0, vocab_multiple: int = 128
+    ) -> int:
+        """Parameters one rank holds under tensor parallelism ``tp`` and pipeline stage ``stage``
+        of ``pp``.
+
+        Blocks: :func:`split_layers` gives stage ``stage`` its share; in each, the attention and
+        MLP weights are split over tp (Megatron: wq, wk, wv, w1, w3 by columns, wo, w2 by rows) and
+        the two RMSNorm weights are replicated. The embedding sits on the first stage and the
+        final norm and head on the last; with tp > 1 both are vocab-parallel, the vocabulary padded
+        to :func:`padded_vocab_size` (``vocab_multiple``) and split over tp. ``tp=1, pp=1`` gives
+        :meth:`num_params`. A ValueError names the constraint tp violates (heads, kv_heads and
+        ffn_hidden must divide by tp). With fewer kv heads than tp ranks (tp a multiple of kv_heads)
+        each rank holds a copy of one kv head, as tensor-parallel GQA replicates them.
+        """
+        check_int("tp", tp)
+        check_int("stage", stage, minimum=0)
+        layers = split_layers(self.layers, pp)
+        if stage >= pp:
+            raise ValueError(f"stage={stage} must be < pp={pp}")
+        check_divisible("heads", self.heads, "tp", tp)
+        check_divisible("ffn_hidden", self.ffn_hidden, "tp", tp)
+        h, f = self.hidden, self.ffn_hidden
+        if self.kv_heads % tp == 0:
+            kv_local = self.kv_hidden // tp
+        elif tp % self.kv_heads == 0:  # fewer kv heads than ranks: each rank keeps a copy of one
+            kv_local = self.head_dim
+        else:
+            raise ValueError(
+                f"kv_heads={self.kv_heads} is not divisible by tp={tp}, nor tp by kv_heads"
+            )
+        block = (2 * h * h + 3 * h * f) // tp + 2 * h * kv_local + 2 * h
+        count = layers[stage] * block
+        vocab = (
+            self.vocab_size if tp == 1 else padded_vocab_size(self.vocab_size, tp, vocab_multiple)
+        )
+        if stage == 0:
+            count += vocab * h // tp
+        if stage == pp - 1:
+            count += h + (0 if self.tie_embeddings else vocab * h // tp)
+        return count
+
+
+def split_layers(num_layers: int, pp: int) -> list[int]:
+    """Blocks per stage when ``num_layers`` blocks are cut into ``pp`` contiguous stages: as even
+    as possible, the first ``num_layers % pp`` stages taking one more (``split_layers(10, 4)`` is
+    ``[3, 3, 2, 2]``). ``minitorch_dist.pipeline.split_layers`` and
+    ``minitorch_dist.models.split_layers`` are this function.
+
+    A ValueError names the violated constraint: every stage needs at least one block.
+    """
+    check_int("num_layers", num_layers)
+    check_int("pp", pp)
+    if num_layers < pp:
+        raise ValueError(f"layers={num_layers} < pp={pp}: every stage needs at least one layer")
+    base, extra = divmod(num_layers, pp)
+    return [base + 1 if stage < extra else base for stage in range(pp)]
+
+
+def padded_vocab_size(vocab_size: int, tp: int, multiple: int = 128) -> int:
+    """Megatron's rule: ``vocab_size`` rounded up to the next multiple of ``multiple * tp``, so
+    every rank of a vocab-parallel embedding or head holds the same number of rows, a multiple of
+    ``multiple`` (``padded_vocab_size(50257, 8)`` is 51200). The padded rows are never a target;
+    their logits must be masked. ``minitorch_dist.tensor_parallel.padded_vocab_size`` is this
+    function."""
+    check_int("vocab_size", vocab_size)
+    check_int("tp", tp)
+    check_int("multiple", multiple)
+    step = multiple * tp
+    return -(-vocab_size // step) * step
+
 
 def _llama2(
     name: str, hidden: int, layers: int, heads: int, kv_heads: int, ffn: int

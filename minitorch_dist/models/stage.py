@@ -29,9 +29,10 @@ import torch
 from torch import nn
 
 from minitorch_dist.checks import check_int
+from minitorch_dist.models.configs import split_layers
 from minitorch_dist.models.llama import Llama, rope_for
 
-__all__ = ["LlamaStage", "split_model"]
+__all__ = ["LlamaStage", "split_layers", "split_model"]
 
 
 class LlamaStage(nn.Module):
