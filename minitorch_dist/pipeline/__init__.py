@@ -1,0 +1,72 @@
+"""Pipeline parallelism (chapter 9, lab 9): stages, schedules as data, one runtime, a simulator.
+
+    schedule = make_schedule("1f1b", pp=4, micro_batches=8)    # per-rank action lists
+    simulate(schedule).makespan                                 # logical clock: (m + p - 1) * 3
+    run = run_schedule(schedule, stage, micro_batches)          # the same lists, on real ranks
+
+Names beyond the chapter-9 contract (added, none renamed): ``bubble_share``, ``p2p_bytes``,
+``KINDS``, ``check_schedule``, ``ScheduleDeadlock``, ``Message``, ``message_tag``,
+``PipelineStage.exchange/forward/backward/backward_weights``, ``logical_events``,
+``wall_events``, ``run_pipeline``, ``build_stage``, ``stage_parameters``,
+``micro_batch_list``, ``TINY``/``DEEP`` configs, ``in_flight_over_time``. The plots live in
+``minitorch_dist.pipeline.plots`` (not imported here: the numbers stay free of matplotlib).
+"""
+
+from minitorch_dist.models.configs import split_layers
+from minitorch_dist.pipeline.cost import (
+    bubble_fraction,
+    bubble_share,
+    first_stage_activation_factor,
+    p2p_bytes,
+)
+from minitorch_dist.pipeline.measure import (
+    DEEP,
+    TINY,
+    build_stage,
+    compare_with_reference,
+    count_pp_bytes,
+    micro_batch_list,
+    run_pipeline,
+    stage_parameters,
+)
+from minitorch_dist.pipeline.runtime import PipelineRun, logical_events, run_schedule, wall_events
+from minitorch_dist.pipeline.schedules import (
+    KINDS,
+    Action,
+    Schedule,
+    check_schedule,
+    make_schedule,
+)
+from minitorch_dist.pipeline.simulate import ScheduleDeadlock, SimResult, simulate
+from minitorch_dist.pipeline.stage import Message, PipelineStage, message_tag
+
+__all__ = [
+    "DEEP",
+    "KINDS",
+    "TINY",
+    "Action",
+    "Message",
+    "PipelineRun",
+    "PipelineStage",
+    "Schedule",
+    "ScheduleDeadlock",
+    "SimResult",
+    "bubble_fraction",
+    "bubble_share",
+    "build_stage",
+    "check_schedule",
+    "compare_with_reference",
+    "count_pp_bytes",
+    "first_stage_activation_factor",
+    "logical_events",
+    "make_schedule",
+    "message_tag",
+    "micro_batch_list",
+    "p2p_bytes",
+    "run_pipeline",
+    "run_schedule",
+    "simulate",
+    "split_layers",
+    "stage_parameters",
+    "wall_events",
+]

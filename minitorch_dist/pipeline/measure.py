@@ -1,0 +1,221 @@
+"""Check a pipeline against one process, and count what it sends.
+
+    comparisons = compare_with_reference(4, "1f1b", 8)     # one Comparison per rank; raises if off
+    counts = count_pp_bytes(2, "gpipe", 4)                 # p2p bytes per rank and peer
+
+Each emulated rank builds the whole model after the same seed (it is tiny), cuts it into
+``p v`` chunks with ``models.split_model``, keeps chunks ``r, r + p, ...`` and trains through
+:func:`run_schedule`. The reference is :func:`minitorch_dist.reference.reference_run` with
+``grad_acc = m``: one process, the same micro-batches in turn, each loss divided by ``m``. A rank
+holds whole parameters of its stage, so no :class:`~minitorch_dist.reference.Shard` is needed: its
+gradients are compared with the reference's of the same names (the model's names, which
+:func:`stage_parameters` recovers from a chunk's ``start``), and together the ranks cover every
+parameter exactly once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+from torch import nn
+
+from minitorch_dist.comm.counting import CommCounter
+from minitorch_dist.launcher import launch
+from minitorch_dist.models import Llama, LlamaConfig, split_layers, split_model
+from minitorch_dist.pipeline.runtime import run_schedule
+from minitorch_dist.pipeline.schedules import Schedule, make_schedule
+from minitorch_dist.pipeline.stage import PipelineStage
+from minitorch_dist.reference import (
+    EXACT,
+    TIGHT,
+    Batch,
+    Comparison,
+    compare,
+    make_batches,
+    reference_run,
+)
+
+__all__ = [
+    "DEEP",
+    "TINY",
+    "build_stage",
+    "compare_with_reference",
+    "count_pp_bytes",
+    "micro_batch_list",
+    "pipeline_rank",
+    "run_pipeline",
+    "stage_parameters",
+]
+
+TINY = LlamaConfig.from_preset("tiny")  # 2 layers: pp = 2 without interleaving
+# 8 narrow layers: pp = 4, or pp = 2 and 4 with two chunks per rank (the issue's "deep" width
+# halved so that the tests stay fast on two cores)
+DEEP = LlamaConfig("deep", 256, 32, 8, 4, 2, 64, 64, 1e-5, 1e4)
+
+
+def build_stage(
+    model: nn.Module,
+    rank: int,
+    pp: int,
+    virtual_stages: int = 1,
+    *,
+    group: Any = None,
+    recv_timeout: float = 30.0,
+) -> PipelineStage:
+    """Rank ``rank``'s :class:`PipelineStage` of ``model`` cut into ``pp * virtual_stages``
+    chunks (``split_layers``; a ValueError if there are fewer layers): chunks ``rank``,
+    ``rank + pp``, ... ."""
+    chunks = split_model(model, split_layers(model.config.layers, pp * virtual_stages))
+    return PipelineStage(chunks[rank::pp], rank, pp, group, recv_timeout=recv_timeout)
+
+
+def stage_parameters(stage: PipelineStage) -> dict[str, nn.Parameter]:
+    """The stage's parameters under the whole model's names: a chunk's ``layers.j`` is the
+    model's ``layers.{start + j}``; ``embed``, ``norm`` and ``head`` keep their names."""
+    named = {}
+    for chunk in stage.chunks:
+        for name, p in chunk.named_parameters():
+            if name.startswith("layers."):
+                j, rest = name.split(".", 2)[1:]
+                name = f"layers.{chunk.start + int(j)}.{rest}"
+            named[name] = p
+    return named
+
+
+def micro_batch_list(batch: Batch, micro_batches: int) -> list[Batch]:
+    """A global batch cut into ``micro_batches`` consecutive parts, as ``grad_acc`` cuts it."""
+    inputs, targets = batch
+    if inputs.shape[0] % micro_batches:
+        raise ValueError(f"the batch ({inputs.shape[0]} rows) must divide by "
+                         f"micro_batches={micro_batches}")  # fmt: skip
+    return list(zip(inputs.chunk(micro_batches), targets.chunk(micro_batches)))
+
+
+def pipeline_rank(
+    rank: int,
+    world_size: int,
+    schedule: Schedule,
+    config: LlamaConfig,
+    batches: Sequence[Batch],
+    dtype: torch.dtype,
+    lr: float,
+    count: bool = False,
+) -> dict[str, Any]:
+    """One rank's training run (``launch``'s function): per step zero the grads, run the
+    schedule, record, step SGD. Returns grads of the first step, weights after the last, the
+    losses (last stage), the first step's :class:`PipelineRun`, and with ``count`` the p2p bytes
+    per peer."""
+    torch.manual_seed(0)
+    model = Llama(config).to(dtype)
+    stage = build_stage(model, rank, world_size, schedule.virtual_stages)
+    named = stage_parameters(stage)
+    opt = torch.optim.SGD(list(named.values()), lr=lr)
+    out: dict[str, Any] = {"losses": [], "grads": {}, "run": None}
+    for step, batch in enumerate(batches):
+        opt.zero_grad()
+        counter = CommCounter() if count and step == 0 else None
+        if counter is not None:
+            with counter:
+                run = run_schedule(schedule, stage, micro_batch_list(batch, schedule.micro_batches))
+            out["sent_to"] = dict(counter.bytes_sent_to)
+            out["received_from"] = dict(counter.bytes_received_from)
+        else:
+            run = run_schedule(schedule, stage, micro_batch_list(batch, schedule.micro_batches))
+        if step == 0:
+            out["run"] = run
+            out["grads"] = {n: p.grad.detach().clone() for n, p in named.items()}
+        out["losses"].append(run.loss)
+        opt.step()
+    out["weights"] = {n: p.detach().clone() for n, p in named.items()}
+    return out
+
+
+def run_pipeline(
+    pp: int,
+    kind: str | Schedule,
+    micro_batches: int,
+    *,
+    virtual_stages: int = 1,
+    dtype: torch.dtype = torch.float64,
+    steps: int = 1,
+    config: LlamaConfig | None = None,
+    micro_batch_size: int = 1,
+    seq_len: int = 16,
+    lr: float = 0.1,
+    count: bool = False,
+    timeout: float = 120.0,
+) -> tuple[list[dict[str, Any]], list[Batch]]:
+    """Train ``steps`` steps on ``pp`` emulated ranks: (per-rank results, the batches).
+    ``kind`` is a schedule kind or a :class:`Schedule`. ``config`` defaults to the tiny Llama
+    when it has enough layers, else :data:`DEEP`."""
+    schedule = kind if isinstance(kind, Schedule) else make_schedule(kind, pp, micro_batches,
+                                                                     virtual_stages)  # fmt: skip
+    if config is None:
+        config = TINY if TINY.layers >= pp * schedule.virtual_stages else DEEP
+    batches = make_batches(config.vocab_size, micro_batch_size * micro_batches, seq_len, steps)
+    results = launch(pipeline_rank, pp, schedule, config, batches, dtype, lr, count,
+                     timeout=timeout)  # fmt: skip
+    return results, batches
+
+
+def compare_with_reference(
+    pp: int,
+    kind: str | Schedule,
+    micro_batches: int,
+    *,
+    virtual_stages: int = 1,
+    dtype: torch.dtype = torch.float64,
+    steps: int = 1,
+    config: LlamaConfig | None = None,
+    tolerance: dict[str, float] | None = None,
+    **options: Any,
+) -> list[Comparison]:
+    """Run the pipeline and the single-process reference with the same ``m`` (``grad_acc``);
+    per rank, a :class:`Comparison` of the loss (the last stage's rank), every gradient of the
+    first step and every weight after the last step, keyed ``"loss"``, ``"grad <name>"`` and
+    ``"weight <name>"``. Raises an AssertionError naming the rank and tensor beyond
+    ``tolerance`` (default :data:`EXACT` in fp64, :data:`TIGHT` otherwise), or if the ranks do
+    not hold every parameter exactly once."""
+    schedule = kind if isinstance(kind, Schedule) else make_schedule(kind, pp, micro_batches,
+                                                                     virtual_stages)  # fmt: skip
+    if config is None:
+        config = TINY if TINY.layers >= pp * schedule.virtual_stages else DEEP
+    results, batches = run_pipeline(pp, schedule, micro_batches, dtype=dtype, steps=steps,
+                                    config=config, **options)  # fmt: skip
+    lr = options.get("lr", 0.1)
+    ref = reference_run(lambda: Llama(config), lambda ps: torch.optim.SGD(ps, lr=lr), batches,
+                        grad_acc=micro_batches, dtype=dtype)  # fmt: skip
+    tol = tolerance if tolerance is not None else (EXACT if dtype == torch.float64 else TIGHT)
+    held = [n for r in results for n in r["grads"]]
+    if sorted(held) != sorted(ref.grads):
+        raise AssertionError(f"the ranks hold {sorted(held)}, the model {sorted(ref.grads)}")
+    comparisons = []
+    for rank, r in enumerate(results):
+        label = f"rank {rank}, "
+        names = list(r["grads"])
+        grads = compare(r["grads"], {n: ref.grads[n] for n in names}, tolerance=tol,
+                        label=label + "gradient of ")  # fmt: skip
+        weights = compare(r["weights"], {n: ref.weights[n] for n in names}, tolerance=tol,
+                          label=label + "weight ")  # fmt: skip
+        errors = {f"grad {n}": e for n, e in grads.errors.items()}
+        errors.update({f"weight {n}": e for n, e in weights.errors.items()})
+        if r["losses"][0] is not None:
+            ours = torch.tensor(r["losses"], dtype=torch.float64)
+            want = torch.tensor(ref.losses, dtype=torch.float64)
+            compare({"loss": ours}, {"loss": want}, tolerance=TIGHT, label=label)
+            errors["loss"] = (ours - want).abs().max().item()
+        comparisons.append(Comparison(errors))
+    return comparisons
+
+
+def count_pp_bytes(
+    pp: int, kind: str | Schedule, micro_batches: int, *, virtual_stages: int = 1, **options: Any
+) -> list[dict[str, Any]]:
+    """Point-to-point bytes each rank sent and received in one step, per peer rank, counted by
+    :class:`~minitorch_dist.comm.CommCounter`; plus the run (``"run"``) of that rank."""
+    results, _ = run_pipeline(pp, kind, micro_batches, virtual_stages=virtual_stages, count=True,
+                              **options)  # fmt: skip
+    return [{"sent_to": r["sent_to"], "received_from": r["received_from"], "run": r["run"]}
+            for r in results]  # fmt: skip

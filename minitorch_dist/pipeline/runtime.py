@@ -1,0 +1,165 @@
+"""One runtime for every schedule: execute a rank's action list, sending and receiving what each
+action needs, and record what ran.
+
+    run = run_schedule(schedule, stage, micro_batches, loss_fn=cross_entropy)
+    run.losses, run.peak_in_flight, run.events      # on every rank
+
+Before each action the runtime posts, in one batch, the sends of the action that just ended and
+the receive the next one needs (Megatron-LM's ``send_forward_recv_backward`` and friends), then
+waits for that receive only. A send is therefore never held up by a wait, and the ranks
+progress exactly as the simulator's dependencies allow: a schedule the simulator runs without
+deadlock runs here without deadlock.
+
+What it records, per rank: the actions in the order they ran (``executed``), their wall-clock
+``events`` (seconds on the machine's monotonic clock, shared by forked ranks; CUDA is
+synchronised around each action), the chunk-micro-batches alive after each action
+(``in_flight``) and, with a :class:`~minitorch_dist.memory.MemoryTracker`, the activation bytes
+alive after each action. :func:`logical_events` replays the executed lists on the simulator's
+logical clock: a deterministic timeline of what ran, for figures that must not change between
+runs.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from minitorch_dist.models.llama import cross_entropy
+from minitorch_dist.pipeline.schedules import Action, Schedule
+from minitorch_dist.pipeline.simulate import Event, simulate
+from minitorch_dist.pipeline.stage import Message, PipelineStage
+
+__all__ = ["PipelineRun", "logical_events", "run_schedule", "wall_events"]
+
+Batch = tuple[torch.Tensor, torch.Tensor]
+
+
+@dataclass
+class PipelineRun:
+    """What one rank ran: ``losses`` per micro-batch (already divided by m; only on the rank
+    holding the last stage, else empty), ``executed`` actions in order, wall-clock ``events``
+    ``(rank, action, start, end)``, ``in_flight`` after each action and ``memory`` (activation
+    bytes after each action, with a tracker)."""
+
+    rank: int
+    losses: list[float] = field(default_factory=list)
+    executed: list[Action] = field(default_factory=list)
+    events: list[Event] = field(default_factory=list)
+    in_flight: list[int] = field(default_factory=list)
+    memory: list[int] = field(default_factory=list)
+
+    @property
+    def loss(self) -> float | None:
+        """The step's loss (the mean over micro-batches), on the last stage's rank."""
+        return sum(self.losses) if self.losses else None
+
+    @property
+    def peak_in_flight(self) -> int:
+        """Most chunk-micro-batches whose activations this rank kept at once."""
+        return max(self.in_flight, default=0)
+
+
+def run_schedule(
+    schedule: Schedule,
+    stage: PipelineStage,
+    micro_batches: Sequence[Batch],
+    *,
+    loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] = cross_entropy,
+    activation_shape: Callable[[torch.Tensor], tuple[int, ...]] | None = None,
+    tracker: Any = None,
+) -> PipelineRun:
+    """Run ``stage.rank``'s list of ``schedule`` on ``micro_batches`` (every rank gets the same
+    list of ``(inputs, targets)``: the first stage reads the inputs, the last the targets, the
+    others their shapes). ``activation_shape(inputs)`` gives the shape of what crosses a
+    boundary (default: ``(*inputs.shape, hidden)`` with the chunk's ``config.hidden``).
+    Gradients accumulate into the chunks' parameters; call ``zero_grad`` before a step."""
+    m = schedule.micro_batches
+    if len(micro_batches) != m:
+        raise ValueError(f"{len(micro_batches)} micro-batches given, the schedule has {m}")
+    if (schedule.pp, schedule.virtual_stages) != (stage.pp, stage.virtual_stages):
+        raise ValueError(f"the schedule is for pp={schedule.pp}, v={schedule.virtual_stages}; "
+                         f"the stage for pp={stage.pp}, v={stage.virtual_stages}")  # fmt: skip
+    if activation_shape is None:
+        hidden = stage.chunks[0].config.hidden
+        activation_shape = lambda inputs: (*inputs.shape, hidden)  # noqa: E731
+    dtype = stage.parameters()[0].dtype
+    device = stage.parameters()[0].device
+    rank = stage.rank
+    run = PipelineRun(rank)
+    split = any(a.op == "W" for a in schedule.actions[rank])
+    held: dict[tuple[int, int], torch.Tensor | None] = {}  # zero-bubble: B's grad, kept for W
+    pending: list[Message] = []  # the last action's sends, posted with the next receive
+    losses: dict[int, float] = {}
+    for action in schedule.actions[rank]:
+        mb, c = action.micro_batch, action.chunk
+        s = stage.stage(c)
+        inputs, targets = micro_batches[mb]
+        buf = None
+        recvs = []
+        if (action.op == "F" and not stage.is_first(c)) or (
+            action.op == "B" and not stage.is_last(c)
+        ):
+            buf = torch.empty(activation_shape(inputs), dtype=dtype, device=device)
+            forward = action.op == "F"
+            recvs = [Message(buf, stage.prev_rank if forward else stage.next_rank, mb, s,
+                             "activation" if forward else "gradient")]  # fmt: skip
+        stage.exchange(pending, recvs)
+        pending = []
+        start = _now(device)
+        if action.op == "F":
+            x = inputs.to(device) if stage.is_first(c) else buf
+            out = stage.forward(mb, c, x, target=targets.to(device), loss_fn=loss_fn,
+                                micro_batches=m)  # fmt: skip
+            if stage.is_last(c):
+                losses[mb] = out.item()
+            else:
+                pending = [Message(out.contiguous(), stage.next_rank, mb, s + 1, "activation")]
+        elif action.op == "B":
+            dx = stage.backward(mb, c, buf, weights=not split)
+            if split:
+                held[(mb, c)] = buf
+            if not stage.is_first(c):
+                pending = [Message(dx.contiguous(), stage.prev_rank, mb, s - 1, "gradient")]
+        else:
+            stage.backward_weights(mb, c, held.pop((mb, c)))
+        end = _now(device)
+        run.executed.append(action)
+        run.events.append((rank, action, start, end))
+        run.in_flight.append(stage.in_flight)
+        if tracker is not None:
+            run.memory.append(tracker.current()["activations"])
+    stage.exchange(pending, [])
+    stage.wait_sends()
+    run.losses = [losses[i] for i in sorted(losses)]
+    return run
+
+
+def _now(device: torch.device) -> float:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    return time.monotonic()
+
+
+def logical_events(
+    runs: Sequence[PipelineRun],
+    schedule: Schedule,
+    t_forward: float = 1.0,
+    t_backward: float = 2.0,
+    t_weight: float | None = None,
+) -> list[Event]:
+    """The actions the ranks executed (``runs`` in rank order), timed on the simulator's logical
+    clock: deterministic, unlike the wall clock, and drawn from what ran, not from the plan."""
+    executed = Schedule(schedule.kind, schedule.pp, schedule.micro_batches,
+                        schedule.virtual_stages, [list(r.executed) for r in runs])  # fmt: skip
+    return simulate(executed, t_forward, t_backward, t_weight).events
+
+
+def wall_events(runs: Sequence[PipelineRun]) -> list[Event]:
+    """Every rank's wall-clock events, in seconds from the earliest start."""
+    events = [e for r in runs for e in r.events]
+    t0 = min((e[2] for e in events), default=0.0)
+    return [(rank, a, start - t0, end - t0) for rank, a, start, end in events]

@@ -1,0 +1,171 @@
+"""Pipeline schedules as data: per rank, the list of actions it runs, in order.
+
+    s = make_schedule("1f1b", pp=4, micro_batches=8)
+    s.actions[0]      # [F0, F1, F2, F3, B0, F4, B1, F5, B2, F6, B3, F7, B4, B5, B6, B7]
+
+An :class:`Action` is ``F`` (forward of one micro-batch through one chunk of layers), ``B``
+(its backward) or, in the zero-bubble schedules, ``B`` split in two: ``B`` the gradient with
+respect to the input (what the previous stage waits for) and ``W`` the gradients of the weights
+(which nobody waits for). The same lists drive the runtime (:func:`run_schedule`), which
+sends and receives what each action needs, and the simulator (:func:`simulate`), which times
+them on a logical clock. A schedule is only an order: where the data goes follows from the
+stage each action runs on.
+
+Stages: with ``v`` virtual stages (chunks) per rank, the model is cut into ``p v`` chunks and
+rank ``r`` holds chunks ``r, r + p, r + 2p, ...`` (Narayanan et al. 2021, section 2.2.2): chunk
+``c`` of rank ``r`` is global stage ``c p + r``. Activations go from stage ``s`` to ``s + 1``,
+that is from rank ``r`` to rank ``(r + 1) % p``, wrapping from the last rank to the first
+between chunks.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from minitorch_dist.checks import check_choice, check_divisible, check_int
+
+__all__ = ["KINDS", "OPS", "Action", "Schedule", "check_schedule", "make_schedule"]
+
+KINDS = ("gpipe", "1f1b", "interleaved", "zb-h1")
+OPS = ("F", "B", "W")
+
+
+@dataclass(frozen=True, order=True)
+class Action:
+    """One unit of work on one rank: ``op`` ("F", "B" or "W") for ``micro_batch`` through the
+    rank's ``chunk`` (0 unless interleaved)."""
+
+    op: str
+    micro_batch: int
+    chunk: int = 0
+
+    def __repr__(self) -> str:
+        return f"{self.op}{self.micro_batch}" + (f".{self.chunk}" if self.chunk else "")
+
+
+@dataclass
+class Schedule:
+    """Per-rank action lists: ``actions[r]`` is what rank ``r`` runs, in order."""
+
+    kind: str
+    pp: int
+    micro_batches: int
+    virtual_stages: int
+    actions: list[list[Action]]
+
+    @property
+    def num_stages(self) -> int:
+        """Global stages: ``p v`` chunks of the model."""
+        return self.pp * self.virtual_stages
+
+    def stage(self, rank: int, chunk: int) -> int:
+        """The global stage of ``rank``'s ``chunk``: ``chunk * pp + rank``."""
+        return chunk * self.pp + rank
+
+    def rank_of(self, stage: int) -> tuple[int, int]:
+        """``(rank, chunk)`` holding global stage ``stage``."""
+        return stage % self.pp, stage // self.pp
+
+    def __repr__(self) -> str:
+        rows = "\n".join(
+            f"  rank {r}: {' '.join(map(repr, a))}" for r, a in enumerate(self.actions)
+        )
+        return (f"Schedule({self.kind!r}, pp={self.pp}, micro_batches={self.micro_batches}, "
+                f"virtual_stages={self.virtual_stages})\n{rows}")  # fmt: skip
+
+
+def make_schedule(kind: str, pp: int, micro_batches: int, virtual_stages: int = 1) -> Schedule:
+    """The action lists of schedule ``kind`` for ``pp`` ranks and ``micro_batches`` micro-batches.
+
+    * ``"gpipe"``: all forward passes, then all backward passes (Huang et al. 2019);
+    * ``"1f1b"``: ``p - r - 1`` warm-up forwards on rank ``r``, then one forward and one
+      backward in turn, then the remaining backwards (Narayanan et al. 2021, section 2.2.1);
+    * ``"interleaved"``: Megatron-LM's interleaved 1F1B over ``virtual_stages`` chunks per rank
+      (Narayanan et al. 2021, section 2.2.2); needs ``micro_batches % pp == 0``;
+    * ``"zb-h1"``: 1F1B with the backward split into B (input gradient) and W (weight
+      gradient), the W passes moved into the drain's bubbles (Qi et al. 2023, section 3.1).
+
+    Bad input raises a ValueError naming the constraint.
+    """
+    check_choice("kind", kind, KINDS)
+    check_int("pp", pp)
+    check_int("micro_batches", micro_batches)
+    check_int("virtual_stages", virtual_stages)
+    if kind != "interleaved" and virtual_stages != 1:
+        raise ValueError(f"virtual_stages={virtual_stages} needs kind='interleaved', got {kind!r}")
+    if kind == "interleaved":
+        check_divisible("micro_batches", micro_batches, "pp", pp)
+    build = {"gpipe": _gpipe, "1f1b": _one_f_one_b, "interleaved": _interleaved,
+             "zb-h1": _zb_h1}[kind]  # fmt: skip
+    actions = [build(rank, pp, micro_batches, virtual_stages) for rank in range(pp)]
+    schedule = Schedule(kind, pp, micro_batches, virtual_stages, actions)
+    check_schedule(schedule)
+    return schedule
+
+
+def _gpipe(rank: int, pp: int, m: int, v: int) -> list[Action]:
+    """GPipe (given): every forward, then every backward, micro-batches in order."""
+    return [Action("F", i) for i in range(m)] + [Action("B", i) for i in range(m)]
+
+
+def _one_f_one_b(rank: int, pp: int, m: int, v: int) -> list[Action]:
+    """1F1B on ``rank``: warm-up forwards, steady one-forward-one-backward, drain."""
+    # BEGIN SOLUTION lab09.2: 1F1B: min(p - r - 1, m) warm-up forwards, then F/B pairs, then the rest
+    warmup = min(pp - rank - 1, m)
+    actions = [Action("F", i) for i in range(warmup)]
+    for i in range(m - warmup):
+        actions += [Action("F", warmup + i), Action("B", i)]
+    actions += [Action("B", i) for i in range(m - warmup, m)]
+    return actions
+    # END SOLUTION
+
+
+def _interleaved(rank: int, pp: int, m: int, v: int) -> list[Action]:
+    """Megatron's interleaved 1F1B on ``rank``: the ``m v`` chunk-micro-batches in groups of
+    ``pp`` micro-batches per chunk, forward chunks in order and backward chunks reversed;
+    ``2 (p - r - 1) + (v - 1) p`` warm-up forwards (capped at ``m v``), then F/B pairs."""
+    # BEGIN SOLUTION lab09.2: interleaved 1F1B: Megatron's order of (micro-batch, chunk) and warm-up
+    total = m * v
+
+    def unit(k: int, backward: bool) -> tuple[int, int]:
+        group, within = divmod(k, pp * v)  # groups of pp micro-batches through all v chunks
+        chunk = within // pp
+        return group * pp + within % pp, (v - 1 - chunk) if backward else chunk
+
+    warmup = min((pp - rank - 1) * 2 + (v - 1) * pp, total)
+    actions = [Action("F", *unit(k, False)) for k in range(warmup)]
+    for i in range(total - warmup):
+        actions += [Action("F", *unit(warmup + i, False)), Action("B", *unit(i, True))]
+    actions += [Action("B", *unit(k, True)) for k in range(total - warmup, total)]
+    return actions
+    # END SOLUTION
+
+
+def _zb_h1(rank: int, pp: int, m: int, v: int) -> list[Action]:
+    """ZB-H1 on ``rank`` (optional task): 1F1B's order of F and B, with each micro-batch's W
+    held back while later B passes wait, so that the W passes fill the drain's bubbles."""
+    # BEGIN SOLUTION lab09.4: ZB-H1: 1F1B's F and B, W passes delayed into the bubbles
+    raise NotImplementedError("zb-h1: not written yet")
+    # END SOLUTION
+
+
+def check_schedule(schedule: Schedule) -> None:
+    """Every rank runs F and B (and W, if any) exactly once per micro-batch and chunk, B after
+    F and W after B; a ValueError names the first rank that does not."""
+    m, v = schedule.micro_batches, schedule.virtual_stages
+    if len(schedule.actions) != schedule.pp:
+        raise ValueError(f"{len(schedule.actions)} action lists for pp={schedule.pp} ranks")
+    for rank, actions in enumerate(schedule.actions):
+        ops = {a.op for a in actions}
+        want = {Action(op, i, c) for op in ("F", "B") + (("W",) if "W" in ops else ())
+                for i in range(m) for c in range(v)}  # fmt: skip
+        if len(actions) != len(set(actions)) or set(actions) != want:
+            missing, extra = sorted(want - set(actions)), sorted(set(actions) - want)
+            raise ValueError(f"rank {rank}: each F/B{'/W' if 'W' in ops else ''} must appear "
+                             f"once per micro-batch and chunk (missing {missing}, "
+                             f"unexpected {extra})")  # fmt: skip
+        where = {a: i for i, a in enumerate(actions)}
+        for a in actions:
+            before = {"B": "F", "W": "B"}.get(a.op)
+            if before and where[Action(before, a.micro_batch, a.chunk)] > where[a]:
+                raise ValueError(f"rank {rank}: {a} comes before {before}{a.micro_batch}")

@@ -1,0 +1,210 @@
+"""One rank's share of a pipeline: its chunks of the model, their forward and backward passes
+for one micro-batch, and the point-to-point messages between neighbours.
+
+    stage = PipelineStage([chunk], rank, pp)               # chunk: a models.LlamaStage
+    out = stage.forward(mb, 0, x, target=y, micro_batches=m)  # logits -> loss on the last stage
+    dx = stage.backward(mb, 0, grad)                       # the gradient for the previous stage
+
+Rank ``r`` holds chunks ``r, r + p, ...`` of the ``p v`` chunks of the model (``v = 1``: one
+contiguous run of layers). Chunk ``c`` of rank ``r`` is global stage ``c p + r``; its input comes
+from rank ``(r - 1) % p`` and its output goes to rank ``(r + 1) % p``.
+
+Messages go through ``dist.batch_isend_irecv``: the runtime hands over, at each step, the sends
+of the action that just ended together with the receives of the action about to start, and
+they are posted at once. Blocking ``send`` and ``recv`` posted in the wrong order deadlock (two
+neighbours that both send first wait for each other forever, since a large ``send`` completes
+only once the peer receives); a batch never waits before every operation of it is posted. Each
+message carries a tag naming (micro-batch, destination stage, activation or gradient), so a
+receive can only match its own message. A receive that never comes raises a TimeoutError naming
+the stage after ``recv_timeout`` seconds, instead of hanging.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import timedelta
+
+import torch
+import torch.distributed as dist
+from torch import nn
+
+from minitorch_dist.checks import check_int, check_positive
+
+__all__ = ["Message", "PipelineStage", "message_tag"]
+
+
+def message_tag(micro_batch: int, stage: int, num_stages: int, gradient: bool) -> int:
+    """The tag of the message for ``stage`` (the receiver) about ``micro_batch``: unique per
+    (micro-batch, destination stage, activation or gradient)."""
+    return (micro_batch * num_stages + stage) * 2 + int(gradient)
+
+
+@dataclass
+class Message:
+    """One point-to-point message: ``tensor`` to or from ``peer`` (a rank of the stage's group)
+    for global stage ``stage`` (the receiver), ``what`` "activation" or "gradient"."""
+
+    tensor: torch.Tensor
+    peer: int
+    micro_batch: int
+    stage: int
+    what: str
+
+
+class PipelineStage:
+    """Rank ``rank``'s chunks of a ``pp``-rank pipeline and the forward/backward passes of single
+    micro-batches through them; ``group`` is the pipeline's process group (None: the world)."""
+
+    def __init__(
+        self,
+        chunks: nn.Module | Sequence[nn.Module],
+        rank: int,
+        pp: int,
+        group: dist.ProcessGroup | None = None,
+        *,
+        recv_timeout: float = 30.0,
+    ) -> None:
+        check_int("pp", pp)
+        check_int("rank", rank, minimum=0, maximum=pp - 1)
+        check_positive("recv_timeout", recv_timeout)
+        self.chunks = list(chunks) if isinstance(chunks, Sequence) else [chunks]
+        if not self.chunks:
+            raise ValueError("a stage needs at least one chunk")
+        self.rank, self.pp, self.group = rank, pp, group
+        self.virtual_stages = len(self.chunks)
+        self.num_stages = pp * self.virtual_stages
+        self.recv_timeout = recv_timeout
+        self._saved: dict[tuple[int, int], tuple[torch.Tensor, torch.Tensor]] = {}
+        self._pending: list[dist.Work] = []  # sends posted and not yet waited for
+
+    # -- where things are ------------------------------------------------------------------
+    def stage(self, chunk: int) -> int:
+        """Global stage of this rank's ``chunk``."""
+        return chunk * self.pp + self.rank
+
+    def is_first(self, chunk: int) -> bool:
+        return self.stage(chunk) == 0
+
+    def is_last(self, chunk: int) -> bool:
+        return self.stage(chunk) == self.num_stages - 1
+
+    @property
+    def next_rank(self) -> int:
+        return (self.rank + 1) % self.pp
+
+    @property
+    def prev_rank(self) -> int:
+        return (self.rank - 1) % self.pp
+
+    def parameters(self) -> list[nn.Parameter]:
+        return [p for chunk in self.chunks for p in chunk.parameters()]
+
+    @property
+    def in_flight(self) -> int:
+        """Chunk-micro-batches whose activations this rank keeps for a backward pass."""
+        return len(self._saved)
+
+    # -- compute ---------------------------------------------------------------------------
+    def forward(
+        self,
+        micro_batch: int,
+        chunk: int,
+        x: torch.Tensor,
+        *,
+        target: torch.Tensor | None = None,
+        loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None = None,
+        micro_batches: int = 1,
+    ) -> torch.Tensor:
+        """Run ``chunk`` on ``x`` for ``micro_batch`` and keep what its backward needs. Returns
+        the output to send on (detached), or on the last stage the loss of this micro-batch,
+        ``loss_fn(logits, target) / micro_batches``: the mean over the step's micro-batches is
+        the sum of these, so the gradients come out as one process's on the whole batch."""
+        # BEGIN SOLUTION lab09.1: forward one micro-batch, save (input, output); loss / m last
+        if not self.is_first(chunk):
+            x = x.detach().requires_grad_()  # a leaf: its .grad is what the previous stage needs
+        out = self.chunks[chunk](x)
+        if self.is_last(chunk):
+            if target is None or loss_fn is None:
+                raise ValueError(
+                    f"stage {self.stage(chunk)} is the last: it needs target and loss_fn"
+                )
+            out = loss_fn(out, target) / micro_batches
+        self._saved[(micro_batch, chunk)] = (x, out)
+        return out.detach()
+        # END SOLUTION
+
+    def backward(
+        self,
+        micro_batch: int,
+        chunk: int,
+        grad: torch.Tensor | None = None,
+        *,
+        weights: bool = True,
+    ) -> torch.Tensor | None:
+        """Backward of ``micro_batch`` through ``chunk`` from ``grad`` (the gradient of its
+        output; None on the last stage, whose output is the loss). Returns the gradient of the
+        chunk's input for the previous stage (None on the first stage) and frees what forward
+        kept. ``weights=False`` computes only that input gradient and keeps the graph for
+        :meth:`backward_weights` (zero-bubble's B and W)."""
+        # BEGIN SOLUTION lab09.1: backward from the received gradient; return the input's grad
+        x, out = self._saved[(micro_batch, chunk)]
+        if not weights:
+            if self.is_first(chunk):
+                return None
+            (dx,) = torch.autograd.grad(out, [x], grad, retain_graph=True)
+            return dx
+        del self._saved[(micro_batch, chunk)]
+        torch.autograd.backward(out, grad)
+        return None if self.is_first(chunk) else x.grad
+        # END SOLUTION
+
+    def backward_weights(self, micro_batch: int, chunk: int, grad: torch.Tensor | None) -> None:
+        """Zero-bubble's W: the weight gradients of ``micro_batch`` through ``chunk`` after
+        ``backward(..., weights=False)``; frees what forward kept."""
+        x, out = self._saved.pop((micro_batch, chunk))
+        params = [p for p in self.chunks[chunk].parameters() if p.requires_grad]
+        torch.autograd.backward(out, grad, inputs=params)
+
+    # -- communicate -----------------------------------------------------------------------
+    def _global(self, peer: int) -> int:
+        return dist.get_global_rank(self.group, peer) if self.group is not None else peer
+
+    def exchange(self, sends: Sequence[Message], recvs: Sequence[Message]) -> None:
+        """Post ``sends`` and ``recvs`` in one ``dist.batch_isend_irecv`` and wait for the
+        receives (at most ``recv_timeout`` seconds: then a TimeoutError names the stage and what
+        it waited for). The sends are waited for later, by :meth:`wait_sends`."""
+        if not sends and not recvs:
+            return
+
+        # BEGIN SOLUTION lab09.1: one batch of P2POps (tagged), wait for the receives with a timeout
+        def op(kind: Callable, m: Message) -> dist.P2POp:
+            tag = message_tag(m.micro_batch, m.stage, self.num_stages, m.what == "gradient")
+            return dist.P2POp(kind, m.tensor, self._global(m.peer), self.group, tag)
+
+        works = dist.batch_isend_irecv([op(dist.isend, m) for m in sends] +
+                                       [op(dist.irecv, m) for m in recvs])  # fmt: skip
+        if len(works) != len(sends) + len(recvs):  # NCCL coalesces a batch into one work
+            works, recvs = works, [recvs[0]] * len(works) if recvs else []
+        else:
+            self._pending += works[: len(sends)]
+            works = works[len(sends) :]
+        for work, m in zip(works, recvs):
+            try:
+                work.wait(timedelta(seconds=self.recv_timeout))
+            except RuntimeError as e:
+                if "timed out" not in str(e).lower() and "timeout" not in str(e).lower():
+                    raise
+                raise TimeoutError(
+                    f"stage {m.stage} (rank {self.rank}) timed out after {self.recv_timeout:g} s "
+                    f"waiting for the {m.what} of micro-batch {m.micro_batch} from rank {m.peer}"
+                ) from None
+        if not recvs:
+            self._pending += works
+        # END SOLUTION
+
+    def wait_sends(self) -> None:
+        """Wait until every send posted so far has left (its buffer may then be reused)."""
+        for work in self._pending:
+            work.wait(timedelta(seconds=self.recv_timeout))
+        self._pending.clear()
