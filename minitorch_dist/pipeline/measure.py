@@ -67,7 +67,11 @@ def build_stage(
     """Rank ``rank``'s :class:`PipelineStage` of ``model`` cut into ``pp * virtual_stages``
     chunks (``split_layers``; a ValueError if there are fewer layers): chunks ``rank``,
     ``rank + pp``, ... ."""
-    chunks = split_model(model, split_layers(model.config.layers, pp * virtual_stages))
+    layers = model.config.layers
+    if layers < pp * virtual_stages:
+        raise ValueError(f"layers={layers} < pp*virtual_stages={pp * virtual_stages}: every "
+                         "chunk needs at least one layer")  # fmt: skip
+    chunks = split_model(model, split_layers(layers, pp * virtual_stages))
     return PipelineStage(chunks[rank::pp], rank, pp, group, recv_timeout=recv_timeout)
 
 

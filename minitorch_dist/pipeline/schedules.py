@@ -142,10 +142,24 @@ def _interleaved(rank: int, pp: int, m: int, v: int) -> list[Action]:
 
 
 def _zb_h1(rank: int, pp: int, m: int, v: int) -> list[Action]:
-    """ZB-H1 on ``rank`` (optional task): 1F1B's order of F and B, with each micro-batch's W
-    held back while later B passes wait, so that the W passes fill the drain's bubbles."""
-    # BEGIN SOLUTION lab09.4: ZB-H1: 1F1B's F and B, W passes delayed into the bubbles
-    raise NotImplementedError("zb-h1: not written yet")
+    """ZB-H1 on ``rank`` (optional task): 1F1B's order of F and B; rank ``r`` holds back its
+    first ``r`` W passes (the later a stage, the longer its drain waits for gradients) and
+    runs one after each B from then on, the rest at the end. With ``t_F = t_B = t_W`` and
+    ``m >= p`` the step takes ``3 m + p - 1`` units against 1F1B's ``3 (m + p - 1)``
+    (Qi et al. 2023, section 3.1: bubble ``(p - 1)(t_F + t_B - t_W)``), with at most ``p``
+    micro-batches alive on every rank, 1F1B's first-stage peak."""
+    # BEGIN SOLUTION lab09.4: ZB-H1: 1F1B's F and B; rank r delays its first r W passes
+    warmup = min(pp - rank - 1, m)
+    actions = [Action("F", i) for i in range(warmup)]
+    w = 0  # the next W to run
+    for i in range(m):
+        if warmup + i < m:
+            actions.append(Action("F", warmup + i))
+        actions.append(Action("B", i))
+        if i - w >= rank or warmup + i >= m:  # r W passes held back, none in the drain
+            actions.append(Action("W", w))
+            w += 1
+    return actions + [Action("W", j) for j in range(w, m)]
     # END SOLUTION
 
 

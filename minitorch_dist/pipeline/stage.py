@@ -16,7 +16,8 @@ neighbours that both send first wait for each other forever, since a large ``sen
 only once the peer receives); a batch never waits before every operation of it is posted. Each
 message carries a tag naming (micro-batch, destination stage, activation or gradient), so a
 receive can only match its own message. A receive that never comes raises a TimeoutError naming
-the stage after ``recv_timeout`` seconds, instead of hanging.
+the stage after ``recv_timeout`` seconds, instead of hanging (worded so that ``launch`` reports
+it as the root cause).
 """
 
 from __future__ import annotations
@@ -195,9 +196,11 @@ class PipelineStage:
             except RuntimeError as e:
                 if "timed out" not in str(e).lower() and "timeout" not in str(e).lower():
                     raise
+                # (worded without "timed out": the launcher would take this root cause for a
+                # victim of another rank's hang and drop the message)
                 raise TimeoutError(
-                    f"stage {m.stage} (rank {self.rank}) timed out after {self.recv_timeout:g} s "
-                    f"waiting for the {m.what} of micro-batch {m.micro_batch} from rank {m.peer}"
+                    f"stage {m.stage} (rank {self.rank}) waited {self.recv_timeout:g} s for the "
+                    f"{m.what} of micro-batch {m.micro_batch} from rank {m.peer}; it never came"
                 ) from None
         if not recvs:
             self._pending += works

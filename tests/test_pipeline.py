@@ -1,0 +1,297 @@
+"""Pipeline parallelism (lab 9: tasks lab09.1 - lab09.4).
+
+Every schedule is checked on emulated ranks against the single-process reference with the same
+number of micro-batches m (``reference_run`` with ``grad_acc = m``), in fp64: the loss, every
+gradient of the first step and every weight after two SGD steps, on 2 and 4 ranks. Then what the
+runtime measured (live micro-batches per stage, p2p bytes per peer) against the closed forms,
+and the simulator's makespan against the bubble formulas. The tests of each task reach that
+task's code first: lab09.1's run the given GPipe schedule, lab09.3's simulate hand-written or
+test-built action lists, so that each fails on its own stub in the student release. Each
+docstring names the bug the test catches.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from minitorch_dist import launch
+from minitorch_dist.launcher import RankError
+from minitorch_dist.models import Llama
+from minitorch_dist.pipeline import (
+    DEEP,
+    TINY,
+    Action,
+    Schedule,
+    ScheduleDeadlock,
+    bubble_fraction,
+    bubble_share,
+    build_stage,
+    compare_with_reference,
+    count_pp_bytes,
+    first_stage_activation_factor,
+    make_schedule,
+    micro_batch_list,
+    p2p_bytes,
+    run_pipeline,
+    run_schedule,
+    simulate,
+)
+from minitorch_dist.reference import make_batches, reference_run
+
+F64 = 8
+
+
+# -- independent generators (written here from the papers, not imported) ----------------------
+def one_f_one_b(p: int, m: int) -> Schedule:
+    """1F1B (Narayanan et al. 2021, 2.2.1): rank r runs p - r - 1 forwards before its first
+    backward; then one forward and one backward in turn."""
+    lists = []
+    for r in range(p):
+        order, f, b = [], 0, 0
+        while b < m:
+            if f < m and (f < p - r or f - b < p - r):  # keep p - r alive at most
+                order.append(Action("F", f))
+                f += 1
+                if f - b < p - r and f < m:
+                    continue
+            order.append(Action("B", b))
+            b += 1
+        lists.append(order)
+    return Schedule("1f1b", p, m, 1, lists)
+
+
+def megatron_interleaved(p: int, m: int, v: int) -> list[list[Action]]:
+    """Megatron-LM's interleaved order, from its get_model_chunk_id and warm-up count."""
+    out = []
+    for r in range(p):
+        fwd = [Action("F", (k // (p * v)) * p + k % p, (k % (p * v)) // p) for k in range(m * v)]
+        bwd = [Action("B", a.micro_batch, v - 1 - a.chunk) for a in fwd]
+        warm = min((p - r - 1) * 2 + (v - 1) * p, m * v)
+        order = fwd[:warm]
+        for i in range(m * v - warm):
+            order += [fwd[warm + i], bwd[i]]
+        out.append(order + bwd[m * v - warm :])
+    return out
+
+
+# -- lab09.1: a stage, on the given GPipe schedule ---------------------------------------------
+@pytest.mark.lab09
+@pytest.mark.parametrize(("pp", "m"), [(2, 4), (4, 3)])
+def test_gpipe_stage_matches_one_process(pp, m):
+    """Catches a stage that loses the graph between ranks (input not a leaf with requires_grad),
+    sends to the wrong neighbour, frees activations before backward, or forgets the 1/m: loss,
+    every gradient and the weights after 2 SGD steps equal one process's in fp64."""
+    comparisons = compare_with_reference(pp, "gpipe", m, steps=2)
+    assert len(comparisons) == pp
+    assert "loss" in comparisons[-1].errors  # the last stage's rank compared the loss
+
+
+@pytest.mark.lab09
+def test_loss_is_divided_by_the_number_of_micro_batches():
+    """Catches the missing 1/m: with m = 4 the last stage's losses sum to the step's mean loss
+    (not 4 times it) and the gradients equal the reference's (not 4 times them)."""
+    results, batches = run_pipeline(2, "gpipe", 4)
+    ref = reference_run(lambda: Llama(TINY), lambda ps: torch.optim.SGD(ps, lr=0.1), batches,
+                        dtype=torch.float64)  # fmt: skip
+    assert results[1]["run"].loss == pytest.approx(ref.losses[0], rel=1e-6)  # fp32 loss
+    assert len(results[1]["run"].losses) == 4
+    compare_with_reference(2, "gpipe", 4)
+
+
+@pytest.mark.lab09
+@pytest.mark.parametrize(("pp", "m"), [(2, 3), (4, 2)])
+def test_gpipe_keeps_every_micro_batch_alive(pp, m):
+    """Catches a stage that does not keep (or never frees) its activations: under GPipe the
+    runtime counts m micro-batches alive on every rank, and none after the step."""
+    results, _ = run_pipeline(pp, "gpipe", m)
+    assert [r["run"].peak_in_flight for r in results] == [m] * pp
+    assert all(r["run"].in_flight[-1] == 0 for r in results)
+
+
+@pytest.mark.lab09
+def test_p2p_bytes_are_bsh_per_boundary_per_micro_batch_each_way():
+    """Catches activations sent to the previous rank or gradients to the next, extra messages
+    (the token ids, the loss, a second copy) or missing ones: counted bytes per peer equal
+    m * b * s * h * 8 (fp64) forward and backward across each boundary, exactly."""
+    pp, m, b, s = 4, 3, 2, 8
+    counts = count_pp_bytes(pp, "gpipe", m, micro_batch_size=b, seq_len=s)
+    one = p2p_bytes(micro_batch=b, seq_len=s, hidden=DEEP.hidden, bytes_per_element=F64)
+    assert one == b * s * DEEP.hidden * F64
+    for r, c in enumerate(counts):
+        want_to = {r + 1: m * one} if r < pp - 1 else {}
+        want_to.update({r - 1: m * one} if r > 0 else {})
+        assert c["sent_to"] == want_to, f"rank {r}"
+        assert c["received_from"] == want_to, f"rank {r}"
+
+
+def _starved(rank: int, world_size: int) -> str:
+    torch.manual_seed(0)
+    stage = build_stage(Llama(TINY).double(), rank, world_size, recv_timeout=1.0)
+    schedule = make_schedule("gpipe", world_size, 2)
+    batch = make_batches(TINY.vocab_size, 2, 8, 1)[0]
+    if rank == 1:  # rank 0 never sends: rank 1 must time out, naming its stage
+        run_schedule(schedule, stage, micro_batch_list(batch, 2))
+    return "ok"
+
+
+@pytest.mark.lab09
+def test_a_missing_activation_times_out_naming_the_stage():
+    """Catches a receive that waits forever: a stage whose activation never comes raises a
+    timeout naming the stage and what it waited for, within seconds."""
+    with pytest.raises(RankError, match=r"stage 1 .*activation of micro-batch 0") as info:
+        launch(_starved, 2, timeout=30)
+    assert info.value.rank == 1 and "TimeoutError" in info.value.exc_type
+
+
+# -- lab09.2: 1F1B and interleaved 1F1B action lists, on the runtime ----------------------------
+@pytest.mark.lab09
+@pytest.mark.parametrize(("kind", "pp", "m", "v"),
+                         [("1f1b", 2, 3, 1), ("1f1b", 4, 6, 1), ("1f1b", 4, 2, 1),
+                          ("interleaved", 2, 4, 2), ("interleaved", 4, 4, 2)])  # fmt: skip
+def test_schedule_matches_one_process(kind, pp, m, v):
+    """Catches a schedule that drops or repeats a micro-batch, runs a backward before its
+    forward, or places chunks on the wrong rank (a deadlock then times out): loss, gradients and
+    weights after 2 steps equal one process's in fp64."""
+    compare_with_reference(pp, kind, m, virtual_stages=v, steps=2)
+
+
+@pytest.mark.lab09
+@pytest.mark.parametrize(("pp", "m"), [(4, 8), (4, 2), (2, 1)])
+def test_1f1b_lists_and_measured_peak(pp, m):
+    """Catches a warm-up off by one (p - r forwards, or p - r - 2): the lists equal 1F1B's
+    built here independently, and the runtime measures min(p - r, m) micro-batches alive on
+    rank r."""
+    schedule = make_schedule("1f1b", pp, m)
+    assert schedule.actions == one_f_one_b(pp, m).actions
+    results, _ = run_pipeline(pp, schedule, m)
+    assert [r["run"].peak_in_flight for r in results] == [min(pp - r, m) for r in range(pp)]
+
+
+@pytest.mark.lab09
+@pytest.mark.parametrize(("pp", "m", "v"), [(2, 4, 2), (4, 8, 2), (2, 2, 3), (4, 4, 1)])
+def test_interleaved_lists_are_megatrons(pp, m, v):
+    """Catches chunks visited in the wrong order (the backward must run the chunks in reverse),
+    micro-batch groups of the wrong size and 1F1B's warm-up reused for the interleaved one:
+    the lists equal Megatron-LM's order and warm-up, 2 (p - r - 1) + (v - 1) p."""
+    assert make_schedule("interleaved", pp, m, v).actions == megatron_interleaved(pp, m, v)
+
+
+@pytest.mark.lab09
+def test_interleaved_measured_peak():
+    """Catches a warm-up that keeps too few or too many chunk-micro-batches alive: the runtime
+    measures min(2 (p - r - 1) + (v - 1) p + 1, m v) on rank r, and on the first rank that is
+    p (1 + (p - 1) / (p v)) micro-batches' worth of 1/v-sized chunks."""
+    pp, m, v = 4, 8, 2
+    results, _ = run_pipeline(pp, "interleaved", m, virtual_stages=v)
+    peaks = [r["run"].peak_in_flight for r in results]
+    assert peaks == [min(2 * (pp - r - 1) + (v - 1) * pp + 1, m * v) for r in range(pp)]
+    assert peaks[0] / v == pytest.approx(pp * first_stage_activation_factor(pp, v))
+
+
+# -- lab09.3: the simulator, on GPipe and on lists built in this file ----------------------------
+@pytest.mark.lab09
+@pytest.mark.parametrize(
+    ("pp", "m", "tf", "tb"), [(4, 8, 1.0, 2.0), (2, 3, 1.5, 2.5), (8, 4, 1.0, 1.0)]
+)
+def test_gpipe_makespan_is_the_bubble_formula(pp, m, tf, tb):
+    """Catches a clock that ignores a dependency (too short) or serialises the ranks (too
+    long): GPipe takes (m + p - 1)(t_F + t_B); the idle share is (p - 1) / (m + p - 1) and
+    idle over work (p - 1) / m; m micro-batches alive on every rank."""
+    result = simulate(make_schedule("gpipe", pp, m), tf, tb)
+    assert result.makespan == pytest.approx((m + pp - 1) * (tf + tb))
+    assert result.bubble == pytest.approx(bubble_share(pp, m))
+    assert result.idle_over_ideal == pytest.approx(bubble_fraction(pp, m))
+    assert result.peak_in_flight == [m] * pp
+
+
+@pytest.mark.lab09
+@pytest.mark.parametrize(("pp", "m"), [(4, 8), (4, 2), (3, 7)])
+def test_1f1b_makespan_and_peak_in_the_simulator(pp, m):
+    """Catches a simulator that frees activations at the wrong action: on 1F1B lists built
+    here, the makespan is GPipe's and min(p - r, m) micro-batches are alive on rank r."""
+    result = simulate(one_f_one_b(pp, m))
+    assert result.makespan == pytest.approx(3 * (m + pp - 1))
+    assert result.peak_in_flight == [min(pp - r, m) for r in range(pp)]
+
+
+@pytest.mark.lab09
+@pytest.mark.parametrize(("pp", "m", "v"), [(4, 8, 2), (2, 4, 2), (4, 8, 4), (2, 2, 3)])
+def test_interleaved_makespan_in_the_simulator(pp, m, v):
+    """Catches chunks that take the whole t_F (not t_F / v) or a wrong stage of a chunk (c p + r):
+    Megatron's lists take m (t_F + t_B) + (p - 1)(t_F + t_B) / v, bubble (p - 1) / (v m)."""
+    lists = megatron_interleaved(pp, m, v)
+    result = simulate(Schedule("interleaved", pp, m, v, lists))
+    assert result.makespan == pytest.approx(3 * m + 3 * (pp - 1) / v)
+    assert result.idle_over_ideal == pytest.approx(bubble_fraction(pp, m, v))
+
+
+@pytest.mark.lab09
+def test_simulator_times_each_action():
+    """Catches a start that waits for the wrong stage: two ranks, one micro-batch, every start
+    and end on the clock; and W, when present, takes t_weight out of t_backward."""
+    s = Schedule("gpipe", 2, 1, 1, [[Action("F", 0), Action("B", 0)]] * 2)
+    events = {(r, repr(a)): (start, end) for r, a, start, end in simulate(s, 1.0, 2.0).events}
+    assert events == {(0, "F0"): (0, 1), (1, "F0"): (1, 2), (1, "B0"): (2, 4), (0, "B0"): (4, 6)}
+    w = Schedule("zb", 2, 1, 1, [[Action("F", 0), Action("B", 0), Action("W", 0)]] * 2)
+    result = simulate(w, 1.0, 2.0, t_weight=0.5)
+    ends = {(r, repr(a)): end for r, a, _, end in result.events}
+    assert ends == {(0, "F0"): 1, (1, "F0"): 2, (1, "B0"): 3.5, (1, "W0"): 4, (0, "B0"): 5,
+                    (0, "W0"): 5.5}  # fmt: skip
+
+
+@pytest.mark.lab09
+def test_simulator_reports_a_deadlock():
+    """Catches a simulator that loops forever (or silently skips an action) when the lists wait
+    on each other: rank 0 wants B0 before F1, rank 1 wants B1 before F0."""
+    lists = [[Action("F", 0), Action("B", 0), Action("F", 1), Action("B", 1)],
+             [Action("F", 1), Action("B", 1), Action("F", 0), Action("B", 0)]]  # fmt: skip
+    with pytest.raises(ScheduleDeadlock, match="deadlock"):
+        simulate(Schedule("custom", 2, 2, 1, lists))
+
+
+# -- lab09.4 (optional): zero-bubble H1 ---------------------------------------------------------
+@pytest.mark.lab09
+@pytest.mark.parametrize(("pp", "m", "tf", "tb", "tw"),
+                         [(4, 8, 1, 2, 1), (2, 4, 1, 2, 1), (4, 4, 1, 3, 1), (8, 16, 2, 3, 1)])  # fmt: skip
+def test_zb_h1_makespan_and_memory(pp, m, tf, tb, tw):
+    """Catches W passes that are not moved into the drain (then the step is 1F1B's) or moved so
+    early that memory grows: makespan m (t_F + t_B) + (p - 1)(t_F + t_B - 2 t_W) (Qi et al.
+    2023's (p - 1)(T_F + T_B - T_W) with T_B the input-gradient part), at most p alive."""
+    result = simulate(make_schedule("zb-h1", pp, m), tf, tb, tw)
+    assert result.makespan == pytest.approx(m * (tf + tb) + (pp - 1) * (tf + tb - 2 * tw))
+    assert max(result.peak_in_flight) <= pp
+
+
+@pytest.mark.lab09
+@pytest.mark.parametrize(("pp", "m"), [(2, 4), (4, 5)])
+def test_zb_h1_matches_one_process(pp, m):
+    """Catches a weight gradient computed twice or never: the split backward gives one
+    process's gradients and weights in fp64."""
+    compare_with_reference(pp, "zb-h1", m, steps=2)
+
+
+# -- bad input and closed forms (not graded) ----------------------------------------------------
+def test_bad_input_names_the_constraint():
+    with pytest.raises(ValueError, match="micro_batches=6 is not divisible by pp=4"):
+        make_schedule("interleaved", 4, 6, 2)
+    with pytest.raises(ValueError, match=r"layers=2 < pp\*virtual_stages=4"):
+        build_stage(Llama(TINY), 0, 2, 2)
+    with pytest.raises(ValueError, match=r"layers=2 < pp\*virtual_stages=4"):
+        build_stage(Llama(TINY), 0, 4)
+    with pytest.raises(ValueError, match="virtual_stages=2 needs kind='interleaved'"):
+        make_schedule("1f1b", 2, 4, 2)
+    with pytest.raises(ValueError, match="kind must be one of"):
+        make_schedule("pipedream", 2, 4)
+    with pytest.raises(ValueError, match="t_weight"):
+        simulate(make_schedule("gpipe", 2, 2), 1.0, 2.0, t_weight=3.0)
+
+
+def test_closed_forms():
+    assert bubble_fraction(4, 8) == 3 / 8 and bubble_fraction(4, 8, 2) == 3 / 16
+    assert bubble_share(4, 8) == 3 / 11 and bubble_share(4, 8, 2) == 3 / 19
+    assert first_stage_activation_factor(4, 2) == 1 + 3 / 8
+    assert p2p_bytes(micro_batch=1, seq_len=4096, hidden=8192) == 4096 * 8192 * 2
+    assert p2p_bytes(micro_batch=2, seq_len=4096, hidden=8192, tp=8, sp=True) == 2 * 512 * 8192 * 2
+    with pytest.raises(ValueError, match="seq_len=10 is not divisible by tp=4"):
+        p2p_bytes(micro_batch=1, seq_len=10, hidden=8, tp=4, sp=True)
