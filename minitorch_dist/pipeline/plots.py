@@ -45,13 +45,20 @@ def plot_schedule(
                     fontsize=7, color="white")  # fmt: skip
     ax.set_ylim(ranks - 0.5, -0.5)
     ax.set_yticks(range(ranks), [f"rank {r}" for r in range(ranks)])
-    ax.set_xlim(0, max((e[3] for e in events), default=1.0))
+    ax.set_xlim(
+        0,
+        max(
+            max((e[3] for e in events), default=1.0),
+            ax.get_xlim()[1] if ax.has_data() and ax.get_xlim()[0] == 0 else 0,
+        ),
+    )
     ax.set_xlabel(unit)
     handles = [ax.bar(0, 0, color=c, label=op) for op, c in OP_COLORS.items()
                if any(e[1].op == op for e in events)]  # fmt: skip
-    ax.legend(handles=handles, loc="upper right", fontsize=7, ncols=len(handles))
+    ax.legend(handles=handles, loc="lower right", bbox_to_anchor=(1.0, 1.0), fontsize=7,
+              ncols=len(handles), frameon=False)  # fmt: skip
     if title:
-        ax.set_title(title)
+        ax.set_title(title, loc="left")
     return fig
 
 

@@ -175,6 +175,10 @@ class PipelineStage:
         """Post ``sends`` and ``recvs`` in one ``dist.batch_isend_irecv`` and wait for the
         receives (at most ``recv_timeout`` seconds: then a TimeoutError names the stage and what
         it waited for). The sends are waited for later, by :meth:`wait_sends`."""
+        # drop the sends that have left (on gloo a send completes only when waited for, so its
+        # tensor stays alive until wait_sends at the end of the step; waiting earlier could
+        # deadlock, since a gloo send completes only once the peer has posted its receive)
+        self._pending = [w for w in self._pending if not w.is_completed()]
         if not sends and not recvs:
             return
 
