@@ -83,7 +83,7 @@ def make_schedule(kind: str, pp: int, micro_batches: int, virtual_stages: int = 
     * ``"interleaved"``: Megatron-LM's interleaved 1F1B over ``virtual_stages`` chunks per rank
       (Narayanan et al. 2021, section 2.2.2); needs ``micro_batches % pp == 0``;
     * ``"zb-h1"``: 1F1B with the backward split into B (input gradient) and W (weight
-      gradient), the W passes moved into the drain's bubbles (Qi et al. 2023, section 3.1).
+      gradient), the W passes moved into the drain's bubbles (Qi et al. 2024, section 2.1).
 
     Bad input raises a ValueError naming the constraint.
     """
@@ -146,7 +146,7 @@ def _zb_h1(rank: int, pp: int, m: int, v: int) -> list[Action]:
     first ``r`` W passes (the later a stage, the longer its drain waits for gradients) and
     runs one after each B from then on, the rest at the end. With ``t_F = t_B = t_W`` and
     ``m >= p`` the step takes ``3 m + p - 1`` units against 1F1B's ``3 (m + p - 1)``
-    (Qi et al. 2023, section 3.1: bubble ``(p - 1)(t_F + t_B - t_W)``), with at most ``p``
+    (Qi et al. 2024, section 2.1: bubble ``(p - 1)(t_F + t_B - t_W)``), with at most ``p``
     micro-batches alive on every rank, 1F1B's first-stage peak."""
     # BEGIN SOLUTION lab09.4: ZB-H1: 1F1B's F and B; rank r delays its first r W passes
     warmup = min(pp - rank - 1, m)
