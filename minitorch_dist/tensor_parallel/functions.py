@@ -78,7 +78,10 @@ def _all_gather(x: torch.Tensor, group: Any, dim: int) -> torch.Tensor:
     local = x.movedim(dim, 0).contiguous()  # (s/t, ...): the gathered dim first, contiguous
     out = local.new_empty((t * local.shape[0], *local.shape[1:]))  # (s, ...)
     all_gather_into_tensor(out, local, group=group)
-    return out.movedim(0, dim)
+    # one contiguous copy: a non-contiguous result would be copied again by EACH linear that
+    # multiplies it (wq, wk, wv) and saved three times (measured); Megatron's (s, b, h) layout
+    # gathers along dim 0 and needs no copy at all
+    return out.movedim(0, dim).contiguous()
 
 
 def _reduce_scatter(x: torch.Tensor, group: Any, dim: int) -> torch.Tensor:
@@ -87,7 +90,7 @@ def _reduce_scatter(x: torch.Tensor, group: Any, dim: int) -> torch.Tensor:
     check_divisible("seq_len", full.shape[0], "tp", t)
     out = full.new_empty((full.shape[0] // t, *full.shape[1:]))  # (s/t, ...)
     reduce_scatter_tensor(out, full, group=group)
-    return out.movedim(0, dim)
+    return out.movedim(0, dim).contiguous()
 
 
 def _split(x: torch.Tensor, group: Any, dim: int) -> torch.Tensor:
