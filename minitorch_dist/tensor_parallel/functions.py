@@ -64,33 +64,39 @@ def group_rank(group: Any = None) -> int:
 
 
 # -- the raw collectives, each returning a new tensor ---------------------------------------------
+# Each runs inside the backend's scope and returns a fresh copy of gloo's buffer: gloo's worker
+# thread drops its reference to the buffer a moment earlier or later from run to run, so a memory
+# tracker must neither adopt the buffer nor be handed it (measured: an all-reduce output counted
+# on one rank and not the other). On a GPU, NCCL needs no such copy; Megatron has none.
 def _all_reduce(x: torch.Tensor, group: Any, op: Any = dist.ReduceOp.SUM) -> torch.Tensor:
-    out = x.contiguous().clone()  # (...) a new tensor: the input may be saved for backward
     if group_size(group) == 1:
-        return out
+        return x.clone()
     with backend_scope():
-        dist.all_reduce(out, op=op, group=group)
-    return out
+        buffer = x.contiguous().clone()  # (...) never the input: it may be saved for backward
+        dist.all_reduce(buffer, op=op, group=group)
+        return buffer.clone()
 
 
 def _all_gather(x: torch.Tensor, group: Any, dim: int) -> torch.Tensor:
     t = group_size(group)
-    local = x.movedim(dim, 0).contiguous()  # (s/t, ...): the gathered dim first, contiguous
-    out = local.new_empty((t * local.shape[0], *local.shape[1:]))  # (s, ...)
-    all_gather_into_tensor(out, local, group=group)
-    # one contiguous copy: a non-contiguous result would be copied again by EACH linear that
-    # multiplies it (wq, wk, wv) and saved three times (measured); Megatron's (s, b, h) layout
-    # gathers along dim 0 and needs no copy at all
-    return out.movedim(0, dim).contiguous()
+    with backend_scope():
+        local = x.movedim(dim, 0).contiguous()  # (s/t, ...): the gathered dim first
+        buffer = local.new_empty((t * local.shape[0], *local.shape[1:]))  # (s, ...)
+        all_gather_into_tensor(buffer, local, group=group)
+        # one contiguous copy: a non-contiguous result would be copied again by EACH linear that
+        # multiplies it (wq, wk, wv) and saved three times (measured); Megatron's (s, b, h)
+        # layout gathers along dim 0 and needs no copy at all
+        return buffer.movedim(0, dim).clone(memory_format=torch.contiguous_format)
 
 
 def _reduce_scatter(x: torch.Tensor, group: Any, dim: int) -> torch.Tensor:
     t = group_size(group)
-    full = x.movedim(dim, 0).contiguous()  # (s, ...)
-    check_divisible("seq_len", full.shape[0], "tp", t)
-    out = full.new_empty((full.shape[0] // t, *full.shape[1:]))  # (s/t, ...)
-    reduce_scatter_tensor(out, full, group=group)
-    return out.movedim(0, dim).contiguous()
+    check_divisible("seq_len", x.shape[dim], "tp", t)
+    with backend_scope():
+        full = x.movedim(dim, 0).contiguous()  # (s, ...)
+        buffer = full.new_empty((full.shape[0] // t, *full.shape[1:]))  # (s/t, ...)
+        reduce_scatter_tensor(buffer, full, group=group)
+        return buffer.movedim(0, dim).clone(memory_format=torch.contiguous_format)
 
 
 def _split(x: torch.Tensor, group: Any, dim: int) -> torch.Tensor:

@@ -139,10 +139,10 @@ def _block_and_input(
     torch.manual_seed(seed)
     block = Block(config).to(dtype)
     x = torch.randn(micro_batch, seq_len, config.hidden, dtype=dtype)
-    parallelize_block(block, dist.group.WORLD, sp=sp)
-    if sp:
+    if sp:  # the norms' gradient hooks first, as apply_tensor_parallel does
         sequence_parallel_norms(block, dist.group.WORLD)
         x = scatter_to_sp(x, dist.group.WORLD)  # (b, s/t, h): my tokens
+    parallelize_block(block, dist.group.WORLD, sp=sp)
     cos, sin = rope_for(config, seq_len, None, dtype)
     return block, x.detach().requires_grad_(), cos, sin
 
