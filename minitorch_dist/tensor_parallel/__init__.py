@@ -56,6 +56,7 @@ from minitorch_dist.tensor_parallel.model import (
 )
 from minitorch_dist.tensor_parallel.sequence import reduce_norm_grads, sequence_parallel_norms
 from minitorch_dist.tensor_parallel.vocab import (
+    VocabParallelCrossEntropy,
     VocabParallelEmbedding,
     vocab_parallel_cross_entropy,
     vocab_parallel_head,
@@ -69,6 +70,7 @@ __all__ = [
     "ReduceScatterToSP",
     "RowParallelLinear",
     "ScatterToSP",
+    "VocabParallelCrossEntropy",
     "VocabParallelEmbedding",
     "apply_tensor_parallel",
     "check_tp_config",
