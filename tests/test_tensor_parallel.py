@@ -291,6 +291,24 @@ def test_sequence_parallel_bytes_and_stored_activations():
         assert act["formula"] < measure_tp_activations(tp)["formula"]
 
 
+@pytest.mark.lab07
+def test_megatron_regather_saves_shards_for_two_more_all_gathers():
+    """regather=True (Megatron-LM's sequence parallelism): the regions' gathered inputs are saved
+    as s/t shards and all-gathered again in backward. Still exact against one process; every
+    stored term split by t (tracker = formula = the whole block's bytes / t when the kv heads
+    split too); two more all-gathers per layer when the weights train."""
+    error, where = _worst(compare_with_reference(4, sp=True, regather=True))
+    assert error < EXACT, f"{where}: {error:.2e}"
+    for tp in (2, 4):
+        act = measure_tp_activations(tp, sp=True, regather=True, config=MHA)
+        assert act["per_rank"] == [act["formula"]] * tp, (tp, act)
+        assert act["formula"] == measure_tp_activations(1, config=MHA)["formula"] // tp
+        out = count_tp_bytes(tp, sp=True, regather=True)
+        assert out["counted"] == out["formula"]
+        assert out["total_calls"]["all_gather"] == 6
+        assert out["total"] - out["counted"] == out["extra_formula"]
+
+
 # -- not graded: bad input and the two "break it" experiments of the lab -----------------------
 def _bad_inputs(rank: int, world_size: int) -> list[str]:
     from minitorch_dist.models import Llama
@@ -339,6 +357,11 @@ def test_closed_forms():
         tp_comm_bytes(micro_batch=b, seq_len=s, hidden=h, tp=8)
     )
     assert tp_comm_bytes(micro_batch=b, seq_len=s, hidden=h, tp=1) == 0
+    assert tp_comm_bytes(micro_batch=b, seq_len=s, hidden=h, tp=8, sp=True, regather=True) == (
+        10 * b * s * h * 7 // 8 * 2
+    )
+    with pytest.raises(ValueError, match="regather"):
+        tp_comm_bytes(micro_batch=b, seq_len=s, hidden=h, tp=8, regather=True)
     assert padded_vocab_size(50257, 8) == 51200
 
 

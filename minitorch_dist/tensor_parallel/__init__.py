@@ -13,10 +13,16 @@ gradients), ``model`` (the transform), ``cost`` (bytes sent and stored, closed f
 Names beyond the chapter-7 contract (added by ch07-core, all additive):
 - ``vocab_parallel_cross_entropy(..., *, vocab_size=None)``: keyword that masks padded columns.
 - ``ColumnParallelLinear.from_linear(..., *, enter_region=True, index=None, parts=None)``.
-- ``apply_tensor_parallel(..., *, vocab_multiple=128, reduce_norm_grads=True)``.
+- ``apply_tensor_parallel(..., *, vocab_multiple=128, reduce_norm_grads=True, regather=False)``;
+  ``regather=True`` (with sp) is Megatron-LM's choice: the regions' gathered inputs saved as
+  s/t shards and all-gathered again in backward (every stored activation 1/t, 2 more
+  all-gathers per layer). ``tp_comm_bytes(..., regather=False)`` and
+  ``tp_activation_bytes(..., regather=False)`` count it; default False keeps the contract's
+  "sp sends the same bytes as tp".
 - ``compare_with_reference(..., vocab_multiple, global_batch, seq_len, lr, seed,
   reduce_norm_grads, mask_padding)``; ``count_tp_bytes(..., recompute="none", dtype)``.
-- ``sequence_parallel_norms`` (the hook form of ``reduce_norm_grads``), ``parallelize_block``,
+- ``sequence_parallel_norms`` (the hook form of ``reduce_norm_grads``), ``save_shard_regather``,
+  ``parallelize_block``,
   ``vocab_parallel_head``, ``tp_activation_breakdown``, ``kv_heads_per_rank``, ``tp_group_of``.
 - Dropout's RNG rule is left to the prose: our Llama has no dropout, so no ``tp_rng`` helper.
 """
@@ -54,7 +60,11 @@ from minitorch_dist.tensor_parallel.model import (
     tp_loss_fn,
     tp_shards,
 )
-from minitorch_dist.tensor_parallel.sequence import reduce_norm_grads, sequence_parallel_norms
+from minitorch_dist.tensor_parallel.sequence import (
+    reduce_norm_grads,
+    save_shard_regather,
+    sequence_parallel_norms,
+)
 from minitorch_dist.tensor_parallel.vocab import (
     VocabParallelCrossEntropy,
     VocabParallelEmbedding,
@@ -85,6 +95,7 @@ __all__ = [
     "reduce_from_tp",
     "reduce_norm_grads",
     "reduce_scatter_to_sp",
+    "save_shard_regather",
     "scatter_to_sp",
     "sequence_parallel_norms",
     "tp_activation_breakdown",

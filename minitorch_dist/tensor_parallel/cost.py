@@ -39,25 +39,32 @@ def tp_comm_bytes(
     bytes_per_element: int = 2,
     recompute: str = "none",
     sp: bool = False,
+    regather: bool = False,
 ) -> int:
     """Bytes ONE rank sends per transformer layer per micro-batch, forward + backward.
 
     ``8 b s h (t - 1) / t`` elements (four ring all-reduces of ``b s h``), ``12 b s h (t - 1) / t``
     with ``recompute="full"`` (the forward's two all-reduces again); ``"selective"`` recomputes
     attention inside a region and sends nothing more. ``sp=True`` swaps every all-reduce for an
-    all-gather plus a reduce-scatter: the same bytes. Exact integer: ``hidden`` must divide by tp
-    (it always does when the heads do), and under sp the sequence too.
+    all-gather plus a reduce-scatter: the same bytes. ``regather=True`` (with sp, as Megatron-LM
+    does: the regions' inputs saved as shards) adds one all-gather per region in backward,
+    ``2 b s h (t - 1) / t`` more. Exact integer: ``hidden`` must divide by tp (it always does
+    when the heads do), and under sp the sequence too.
     """
     for name, value in (("micro_batch", micro_batch), ("seq_len", seq_len), ("hidden", hidden),
                         ("tp", tp), ("bytes_per_element", bytes_per_element)):  # fmt: skip
         check_int(name, value)
     check_choice("recompute", recompute, RECOMPUTE)
     check_bool("sp", sp)
+    check_bool("regather", regather)
     check_divisible("hidden", hidden, "tp", tp)
     if sp:
         check_divisible("seq_len", seq_len, "tp", tp)
+    if regather and (not sp or recompute == "full"):
+        raise ValueError("regather=True needs sp=True and recompute other than 'full'")
     all_reduces = 6 if recompute == "full" else 4  # 2 forward (+2 recomputed), 2 backward
-    elements = Fraction(all_reduces * 2 * (tp - 1), tp) * micro_batch * seq_len * hidden
+    halves = 2 * all_reduces + (2 if regather else 0)  # an all-reduce is 2 (t-1)/t passes
+    elements = Fraction(halves * (tp - 1), tp) * micro_batch * seq_len * hidden
     return int(elements * bytes_per_element)
 
 
@@ -81,6 +88,7 @@ def tp_activation_breakdown(
     tp: int,
     sp: bool = False,
     bytes_per_element: int = 4,
+    regather: bool = False,
 ) -> dict[str, int]:
     """Bytes one rank's Block saves for backward, by term (one layer; fused CPU attention).
 
@@ -90,8 +98,9 @@ def tp_activation_breakdown(
     SwiGLU's four (b, s, f/t) tensors. Replicated under tp, split along s under sp: ``norms``,
     each RMSNorm's input, x * rstd and rstd, 2 x (2 b s h + b s). ``linear_inputs``: the shared
     input of wq/wk/wv and of w1/w3, 2 b s h -- the full gathered tensor also under sp, since our
-    linears save what they multiply (Megatron-LM saves the shard and all-gathers it again in
-    backward: Korthikanti et al. 2022, section 4.2.2).
+    linears save what they multiply -- unless ``regather=True`` (with sp), which saves the
+    shard, 2 b s h / t, and all-gathers it again in backward, as Megatron-LM does (Korthikanti
+    et al. 2022, section 4.2.2): then every term is split by t.
     """
     for name, value in (("micro_batch", micro_batch), ("seq_len", seq_len), ("tp", tp),
                         ("bytes_per_element", bytes_per_element)):  # fmt: skip
@@ -107,7 +116,7 @@ def tp_activation_breakdown(
     split = t if sp else 1  # sequence parallelism splits the norms' tokens
     return {
         "norms": p * 2 * (2 * b * s * h + b * s) // split,
-        "linear_inputs": p * 2 * b * s * h,
+        "linear_inputs": p * 2 * b * s * h // (t if sp and regather else 1),
         "core": p * (2 * b * s * h // t + 2 * b * s * kv_t) + 4 * b * heads * s // t,
         "mlp": p * 4 * b * s * f // t,
     }
@@ -121,7 +130,9 @@ def tp_activation_bytes(
     tp: int,
     sp: bool = False,
     bytes_per_element: int = 4,
+    regather: bool = False,
 ) -> int:
     """Total of :func:`tp_activation_breakdown`: stored activation bytes per layer per rank."""
     return sum(tp_activation_breakdown(config, micro_batch=micro_batch, seq_len=seq_len, tp=tp,
-                                       sp=sp, bytes_per_element=bytes_per_element).values())  # fmt: skip
+                                       sp=sp, bytes_per_element=bytes_per_element,
+                                       regather=regather).values())  # fmt: skip

@@ -69,11 +69,12 @@ def _adamw(lr: float) -> Any:
 def _tp_rank(
     rank: int, world_size: int, config: LlamaConfig, batches: list, sp: bool, dtype: torch.dtype,
     vocab_multiple: int, lr: float, seed: int, reduce_norm_grads: bool, mask_padding: bool,
+    regather: bool,
 ) -> Run:  # fmt: skip
     torch.manual_seed(seed)  # the same full model on every rank: each cuts its shard from it
     model = Llama(config).to(dtype)
     apply_tensor_parallel(model, dist.group.WORLD, sp=sp, vocab_multiple=vocab_multiple,
-                          reduce_norm_grads=reduce_norm_grads)  # fmt: skip
+                          reduce_norm_grads=reduce_norm_grads, regather=regather)  # fmt: skip
     loss_fn = tp_loss_fn(dist.group.WORLD, config.vocab_size if mask_padding else None)
     opt = _adamw(lr)(model.parameters())
     return run_training(model, opt, batches, loss_fn=loss_fn, split=None)  # whole batch
@@ -93,6 +94,7 @@ def compare_with_reference(
     seed: int = 0,
     reduce_norm_grads: bool = True,
     mask_padding: bool = True,
+    regather: bool = False,
     timeout: float = 120.0,
 ) -> list[Comparison]:
     """Train ``steps`` AdamW steps of the tiny Llama (or ``config``) tensor-parallel over ``tp``
@@ -116,7 +118,7 @@ def compare_with_reference(
                         weights=lambda m, o: _padded(param_values(m), rows))  # fmt: skip
     ref_out = F.pad(ref.outputs, (0, rows - config.vocab_size))  # padded logits are 0
     runs = launch(_tp_rank, tp, config, batches, sp, dtype, vocab_multiple, lr, seed,
-                  reduce_norm_grads, mask_padding, timeout=timeout)  # fmt: skip
+                  reduce_norm_grads, mask_padding, regather, timeout=timeout)  # fmt: skip
     results = []
     for rank, run in enumerate(runs):
         shards = tp_shards(config, rank, tp)
@@ -133,7 +135,7 @@ def compare_with_reference(
 
 def _block_and_input(
     rank: int, tp: int, config: LlamaConfig, sp: bool, micro_batch: int, seq_len: int,
-    dtype: torch.dtype, seed: int,
+    dtype: torch.dtype, seed: int, regather: bool = False,
 ) -> tuple[Block, torch.Tensor, torch.Tensor, torch.Tensor]:  # fmt: skip
     """One seeded Block cut over the world group, and this rank's input (b, s or s/t, h)."""
     torch.manual_seed(seed)
@@ -142,16 +144,17 @@ def _block_and_input(
     if sp:  # the norms' gradient hooks first, as apply_tensor_parallel does
         sequence_parallel_norms(block, dist.group.WORLD)
         x = scatter_to_sp(x, dist.group.WORLD)  # (b, s/t, h): my tokens
-    parallelize_block(block, dist.group.WORLD, sp=sp)
+    parallelize_block(block, dist.group.WORLD, sp=sp, regather=regather)
     cos, sin = rope_for(config, seq_len, None, dtype)
     return block, x.detach().requires_grad_(), cos, sin
 
 
 def _count_rank(
     rank: int, tp: int, config: LlamaConfig, sp: bool, micro_batch: int, seq_len: int,
-    recompute: str, dtype: torch.dtype,
+    recompute: str, dtype: torch.dtype, regather: bool,
 ) -> dict[str, Any]:  # fmt: skip
-    block, x, cos, sin = _block_and_input(rank, tp, config, sp, micro_batch, seq_len, dtype, 0)
+    block, x, cos, sin = _block_and_input(rank, tp, config, sp, micro_batch, seq_len, dtype, 0,
+                                          regather)  # fmt: skip
 
     def step() -> CommCounter:
         with CommCounter() as cc:
@@ -181,6 +184,7 @@ def count_tp_bytes(
     config: LlamaConfig | None = None,
     recompute: str = "none",
     dtype: torch.dtype = torch.float32,
+    regather: bool = False,
     timeout: float = 60.0,
 ) -> dict[str, Any]:
     """Count with :class:`~minitorch_dist.comm.CommCounter` what rank 0 sends in one Block's
@@ -194,17 +198,21 @@ def count_tp_bytes(
     ``counted``: the activation path alone (the weights frozen, so only f/g and their sequence
     -parallel halves run), which ``formula`` predicts. ``total``: with the weight gradients too,
     which adds the all-reduce of the replicated norm weights' gradients under sp (2 x h per layer)
-    and of the kv-head copies when tp > kv_heads; ``extra_formula`` predicts that difference.
+    and of the kv-head copies when tp > kv_heads, and with ``regather`` the two all-gathers of
+    the regions' inputs that the weight gradients need; ``extra_formula`` predicts that
+    difference.
     """
     config = TINY if config is None else config
     check_choice("recompute", recompute, ("none", "selective", "full"))
     check_tp_config(config, tp)
-    runs = launch(_count_rank, tp, config, sp, micro_batch, seq_len, recompute, dtype,
-                  timeout=timeout)  # fmt: skip
     p = torch.empty((), dtype=dtype).element_size()
-    formula = tp_comm_bytes(micro_batch=micro_batch, seq_len=seq_len, hidden=config.hidden,
-                            tp=tp, bytes_per_element=p, recompute=recompute, sp=sp)  # fmt: skip
-    extra = 0
+    shape = {"micro_batch": micro_batch, "seq_len": seq_len, "hidden": config.hidden, "tp": tp,
+             "bytes_per_element": p, "recompute": recompute, "sp": sp}  # fmt: skip
+    formula = tp_comm_bytes(**shape)  # the activation path
+    # the re-gathers feed the weight gradients only: they run when the weights train
+    extra = tp_comm_bytes(**shape, regather=True) - formula if regather else 0
+    runs = launch(_count_rank, tp, config, sp, micro_batch, seq_len, recompute, dtype, regather,
+                  timeout=timeout)  # fmt: skip
     if sp:  # the two norm weights of the block
         extra += 2 * collective_bytes("all_reduce", config.hidden * p, tp)
     if config.kv_heads % tp:  # wk and wv: a (kv_heads, d, h) buffer each
@@ -216,9 +224,10 @@ def count_tp_bytes(
 
 def _activation_rank(
     rank: int, tp: int, config: LlamaConfig, sp: bool, micro_batch: int, seq_len: int,
-    dtype: torch.dtype,
+    dtype: torch.dtype, regather: bool,
 ) -> int:  # fmt: skip
-    block, x, cos, sin = _block_and_input(rank, tp, config, sp, micro_batch, seq_len, dtype, 0)
+    block, x, cos, sin = _block_and_input(rank, tp, config, sp, micro_batch, seq_len, dtype, 0,
+                                          regather)  # fmt: skip
     with MemoryTracker(block) as tracker:  # the weights counted as params on entry
         for t in (x, cos, sin):
             tracker.track(t, "other")  # made before: not part of the forward's growth
@@ -239,6 +248,7 @@ def measure_tp_activations(
     seq_len: int = 16,
     config: LlamaConfig | None = None,
     dtype: torch.dtype = torch.float32,
+    regather: bool = False,
     timeout: float = 60.0,
 ) -> dict[str, Any]:
     """Bytes one Block saves for backward on each rank, measured by
@@ -247,10 +257,10 @@ def measure_tp_activations(
     beside :func:`tp_activation_breakdown`."""
     config = TINY if config is None else config
     check_tp_config(config, tp)
-    measured = launch(_activation_rank, tp, config, sp, micro_batch, seq_len, dtype,
+    measured = launch(_activation_rank, tp, config, sp, micro_batch, seq_len, dtype, regather,
                       timeout=timeout)  # fmt: skip
     p = torch.empty((), dtype=dtype).element_size()
     breakdown = tp_activation_breakdown(config, micro_batch=micro_batch, seq_len=seq_len, tp=tp,
-                                        sp=sp, bytes_per_element=p)  # fmt: skip
+                                        sp=sp, bytes_per_element=p, regather=regather)  # fmt: skip
     return {"measured": measured[0], "per_rank": measured, "formula": sum(breakdown.values()),
             "breakdown": breakdown}  # fmt: skip

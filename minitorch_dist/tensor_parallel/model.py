@@ -35,7 +35,7 @@ from minitorch_dist.tensor_parallel.functions import (
     group_size,
 )
 from minitorch_dist.tensor_parallel.layers import ColumnParallelLinear, RowParallelLinear
-from minitorch_dist.tensor_parallel.sequence import sequence_parallel_norms
+from minitorch_dist.tensor_parallel.sequence import save_shard_regather, sequence_parallel_norms
 from minitorch_dist.tensor_parallel.vocab import (
     VocabParallelEmbedding,
     vocab_parallel_cross_entropy,
@@ -73,29 +73,36 @@ def check_tp_config(config: Any, tp: int) -> None:
         raise ValueError("tie_embeddings=True is not supported by apply_tensor_parallel")
 
 
-def _enter(x: torch.Tensor, group: Any, sp: bool) -> torch.Tensor:
-    """Enter a tensor-parallel region: f (copy_to_tp), or the all-gather of the sequence."""
-    return gather_from_sp(x, group) if sp else copy_to_tp(x, group)
+class _Region:
+    """Enter a tensor-parallel region once: f (copy_to_tp), or under sp the all-gather of the
+    sequence -- with ``regather``, saving only this rank's shard of the gathered input."""
+
+    tp_group: Any
+    sp: bool
+    regather: bool = False
+
+    def _run(self, x: torch.Tensor, body: Any) -> torch.Tensor:
+        if not self.sp:
+            return body(copy_to_tp(x, self.tp_group))
+        full = gather_from_sp(x, self.tp_group)  # (b, s/t, h) -> (b, s, h)
+        if not self.regather:
+            return body(full)
+        with save_shard_regather(full, x, self.tp_group):
+            return body(full)
 
 
-class TensorParallelAttention(Attention):
+class TensorParallelAttention(_Region, Attention):
     """Attention over this rank's heads; enters the region once for wq, wk and wv."""
 
-    tp_group: Any
-    sp: bool
-
     def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-        return super().forward(_enter(x, self.tp_group, self.sp), cos, sin)  # wo reduces
+        return self._run(x, lambda full: Attention.forward(self, full, cos, sin))  # wo reduces
 
 
-class TensorParallelSwiGLU(SwiGLU):
+class TensorParallelSwiGLU(_Region, SwiGLU):
     """SwiGLU over this rank's f/t intermediate columns; enters the region once for w1 and w3."""
 
-    tp_group: Any
-    sp: bool
-
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return super().forward(_enter(x, self.tp_group, self.sp))  # w2 reduces
+        return self._run(x, lambda full: SwiGLU.forward(self, full))  # w2 reduces
 
 
 def sum_replica_grads(param: nn.Parameter, group: Any, index: int, parts: int) -> None:
@@ -111,8 +118,12 @@ def sum_replica_grads(param: nn.Parameter, group: Any, index: int, parts: int) -
     param.register_hook(hook)
 
 
-def parallelize_block(block: Block, group: Any, *, sp: bool = False) -> Block:
-    """Split one Block's attention by heads and its SwiGLU by columns over ``group``, in place."""
+def parallelize_block(
+    block: Block, group: Any, *, sp: bool = False, regather: bool = False
+) -> Block:
+    """Split one Block's attention by heads and its SwiGLU by columns over ``group``, in place.
+    ``regather`` (with sp): save the regions' gathered inputs as shards, gather them again in
+    backward (Megatron-LM's choice)."""
     t, r = group_size(group), group_rank(group)
     attn, mlp = block.attn, block.mlp
     check_divisible("heads", attn.heads, "tp", t)
@@ -139,6 +150,7 @@ def parallelize_block(block: Block, group: Any, *, sp: bool = False) -> Block:
     for module in (attn, mlp):
         module.tp_group, module.sp = group, sp
     # END SOLUTION
+    attn.regather = mlp.regather = check_bool("regather", regather) and sp
     return block
 
 
@@ -149,6 +161,7 @@ def apply_tensor_parallel(
     sp: bool = False,
     vocab_multiple: int = 128,
     reduce_norm_grads: bool = True,
+    regather: bool = False,
 ) -> Llama:
     """Tensor-parallelise the tiny Llama over ``group`` (a process group or a ProcessGrid, whose
     tp group is used), in place; returns ``model``, whose forward then gives this rank's logits
@@ -157,7 +170,10 @@ def apply_tensor_parallel(
     ``sp=True`` adds sequence parallelism: the embedding's output, every norm and residual work on
     s/t tokens. The RMSNorm weights stay replicated and their gradients are all-reduced over the
     group as backward computes them (``reduce_norm_grads=False`` leaves that out: the replicas
-    drift apart -- don't). ValueError when heads, ffn_hidden or kv_heads do not fit tp.
+    drift apart -- don't). ``regather=True`` (with sp) stores the gathered inputs of the regions
+    as s/t shards and all-gathers them again in backward, as Megatron-LM does: every stored
+    activation 1/t, two more all-gathers per layer. ValueError when heads, ffn_hidden or kv_heads
+    do not fit tp.
     """
     group = tp_group_of(group)
     t = group_size(group)
@@ -167,7 +183,7 @@ def apply_tensor_parallel(
     if sp and reduce_norm_grads:
         sequence_parallel_norms(model, group)  # before the weights are cut: see lab 7
     for block in model.layers:
-        parallelize_block(block, group, sp=sp)
+        parallelize_block(block, group, sp=sp, regather=regather)
     model.embed = VocabParallelEmbedding.from_embedding(model.embed, group,
                                                         multiple=vocab_multiple, sp=sp)  # fmt: skip
     model.head = vocab_parallel_head(model.head, group, multiple=vocab_multiple, sp=sp)

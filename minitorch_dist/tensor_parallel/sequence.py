@@ -11,18 +11,24 @@ sum over the tp group. Without that all-reduce each replica takes a different st
 backward computes it (correct with gradient accumulation: each micro-batch's part is summed);
 :func:`reduce_norm_grads` does the same once, on ``.grad``, for a loop that calls it after
 backward and before the optimizer step.
+
+:func:`save_shard_regather` is the option Megatron-LM always takes: a region's all-gathered input
+is saved as this rank's shard and gathered again in backward (``regather=True`` in
+:func:`~minitorch_dist.tensor_parallel.apply_tensor_parallel`).
 """
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
+import torch
 from torch import nn
 
 from minitorch_dist.models.llama import RMSNorm
-from minitorch_dist.tensor_parallel.functions import _all_reduce
+from minitorch_dist.tensor_parallel.functions import _all_gather, _all_reduce
 
-__all__ = ["norm_weights", "reduce_norm_grads", "sequence_parallel_norms"]
+__all__ = ["norm_weights", "reduce_norm_grads", "save_shard_regather", "sequence_parallel_norms"]
 
 
 def norm_weights(model: nn.Module) -> list[nn.Parameter]:
@@ -49,3 +55,37 @@ def reduce_norm_grads(model: nn.Module, group: Any) -> None:
         if weight.grad is not None:
             weight.grad.copy_(_all_reduce(weight.grad, group))
     # END SOLUTION
+
+
+class _Regather:
+    """What a region keeps of its gathered input: this rank's shard, gathered again (once) when
+    backward first asks for it; the copy lives until the last linear's backward has used it."""
+
+    def __init__(self, full: torch.Tensor, local: torch.Tensor, group: Any) -> None:
+        self.storage = full.untyped_storage()._cdata  # identifies full and its views
+        self.local, self.group, self.full = local, group, None
+
+    def pack(self, saved: torch.Tensor) -> Any:
+        if saved.untyped_storage()._cdata != self.storage:
+            return saved  # anything else the region saves is kept as it is
+        return (self, saved.shape, saved.stride(), saved.storage_offset())
+
+    @staticmethod
+    def unpack(packed: Any) -> torch.Tensor:
+        if isinstance(packed, torch.Tensor):
+            return packed
+        region, shape, stride, offset = packed
+        if region.full is None:  # the first of wq, wk, wv (or w1, w3) to need it: one all-gather
+            region.full = _all_gather(region.local, region.group, 1)  # (b, s/t, h) -> (b, s, h)
+        return region.full.as_strided(shape, stride, offset)  # the view the linear saved
+
+
+def save_shard_regather(
+    full: torch.Tensor, local: torch.Tensor, group: Any
+) -> contextlib.AbstractContextManager:
+    """Inside this context, tensors saved for backward that are ``full`` (the all-gathered input
+    of a region) or views of it are stored as this rank's ``local`` shard (b, s/t, h) and
+    all-gathered again in backward -- Megatron-LM's sequence parallelism (Korthikanti et al.
+    2022, section 4.2.2): every stored activation 1/t, for one more all-gather per region."""
+    region = _Regather(full, local, group)
+    return torch.autograd.graph.saved_tensors_hooks(region.pack, _Regather.unpack)
