@@ -374,3 +374,35 @@ def test_break_it_padding_mask_and_norm_gradients():
     drift = compare_with_reference(2, sp=True, reduce_norm_grads=False, steps=1)
     assert max(c.errors["weight norm.weight"] for c in drift) > 1e-4
     assert max(c.errors["grad layers.0.attn_norm.weight"] for c in drift) > 1e-4
+
+
+def _on_a_grid(rank: int, world_size: int) -> tuple[int, list[float]]:
+    from minitorch_dist.grid import ProcessGrid
+    from minitorch_dist.models import Llama
+    from minitorch_dist.reference import make_batches, run_training
+    from minitorch_dist.tensor_parallel import apply_tensor_parallel, tp_loss_fn
+
+    grid = ProcessGrid(dp=2, tp=2)
+    torch.manual_seed(0)
+    model = apply_tensor_parallel(Llama(LlamaConfig.from_preset("tiny")).double(), grid, sp=True)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    batches = make_batches(256, 2, 16, 2)
+    run = run_training(model, opt, batches, loss_fn=tp_loss_fn(grid, 256), split=None)
+    return grid.tp_rank, run.losses
+
+
+def test_apply_tensor_parallel_takes_a_grid_and_stays_inside_its_tp_group():
+    """On a dp 2 x tp 2 grid each tp group trains on its own: both replicas give the same losses
+    as one process (catches collectives on the world group instead of the tp group)."""
+    from minitorch_dist.models import Llama
+    from minitorch_dist.reference import make_batches, reference_run
+    from minitorch_dist.tensor_parallel.measure import full_cross_entropy
+
+    ref = reference_run(lambda: Llama(LlamaConfig.from_preset("tiny")),
+                        lambda p: torch.optim.AdamW(p, lr=1e-2), make_batches(256, 2, 16, 2),
+                        dtype=torch.float64, loss_fn=full_cross_entropy)  # fmt: skip
+    results = launch(_on_a_grid, 4)
+    assert [r for r, _ in results] == [0, 1, 0, 1]
+    for _, losses in results:
+        torch.testing.assert_close(torch.tensor(losses), torch.tensor(ref.losses), rtol=1e-12,
+                                   atol=EXACT)  # fmt: skip
