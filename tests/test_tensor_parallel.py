@@ -406,3 +406,27 @@ def test_apply_tensor_parallel_takes_a_grid_and_stays_inside_its_tp_group():
     for _, losses in results:
         torch.testing.assert_close(torch.tensor(losses), torch.tensor(ref.losses), rtol=1e-12,
                                    atol=EXACT)  # fmt: skip
+
+
+def _explicit_norm_reduction(rank: int, world_size: int) -> list[torch.Tensor]:
+    from minitorch_dist.models import Llama
+    from minitorch_dist.reference import make_batches
+    from minitorch_dist.tensor_parallel import apply_tensor_parallel, reduce_norm_grads, tp_loss_fn
+
+    grads = []
+    for hooks in (True, False):
+        torch.manual_seed(0)
+        model = Llama(LlamaConfig.from_preset("tiny")).double()
+        apply_tensor_parallel(model, W, sp=True, reduce_norm_grads=hooks)
+        inputs, targets = make_batches(256, 2, 16, 1)[0]
+        tp_loss_fn(W, 256)(model(inputs), targets).backward()
+        if not hooks:
+            reduce_norm_grads(model, W)  # once, after backward, as Megatron-LM does
+        grads.append(model.layers[1].mlp_norm.weight.grad)
+    return grads
+
+
+def test_explicit_reduce_norm_grads_equals_the_hooks():
+    """reduce_norm_grads after backward gives the norm gradients the hooks give."""
+    for hooked, explicit in launch(_explicit_norm_reduction, 2):
+        torch.testing.assert_close(hooked, explicit, rtol=1e-12, atol=EXACT)
