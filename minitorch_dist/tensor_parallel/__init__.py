@@ -1,0 +1,109 @@
+"""Tensor and sequence parallelism (chapter 7, lab 7): Megatron-LM's f and g (Shoeybi et al.
+2019), column- and row-parallel linears, vocabulary-parallel embedding and cross-entropy, and
+sequence parallelism (Korthikanti et al. 2022), applied to the tiny Llama as a transform.
+
+    model = apply_tensor_parallel(Llama(cfg), group, sp=True)   # in place; rank r's shards
+    loss = tp_loss_fn(group, cfg.vocab_size)(model(x), y)       # equal on every rank
+
+Modules: ``functions`` (the region-crossing autograd Functions), ``layers`` (Column/Row
+parallel linears), ``vocab`` (embedding, head, cross-entropy), ``sequence`` (replicated norm
+gradients), ``model`` (the transform), ``cost`` (bytes sent and stored, closed forms),
+``measure`` (against the reference, CommCounter and the memory tracker).
+
+Names beyond the chapter-7 contract (added by ch07-core, all additive):
+- ``vocab_parallel_cross_entropy(..., *, vocab_size=None)``: keyword that masks padded columns.
+- ``ColumnParallelLinear.from_linear(..., *, enter_region=True, index=None, parts=None)``.
+- ``apply_tensor_parallel(..., *, vocab_multiple=128, reduce_norm_grads=True, regather=False)``;
+  ``regather=True`` (with sp) is Megatron-LM's choice: the regions' gathered inputs saved as
+  s/t shards and all-gathered again in backward (every stored activation 1/t, 2 more
+  all-gathers per layer). ``tp_comm_bytes(..., regather=False)`` and
+  ``tp_activation_bytes(..., regather=False)`` count it; default False keeps the contract's
+  "sp sends the same bytes as tp".
+- ``compare_with_reference(..., vocab_multiple, global_batch, seq_len, lr, seed,
+  reduce_norm_grads, mask_padding)``; ``count_tp_bytes(..., recompute="none", dtype)``.
+- ``sequence_parallel_norms`` (the hook form of ``reduce_norm_grads``), ``save_shard_regather``,
+  ``parallelize_block``,
+  ``vocab_parallel_head``, ``tp_activation_breakdown``, ``kv_heads_per_rank``, ``tp_group_of``.
+- Dropout's RNG rule is left to the prose: our Llama has no dropout, so no ``tp_rng`` helper.
+"""
+
+from minitorch_dist.models.configs import padded_vocab_size
+from minitorch_dist.tensor_parallel.cost import (
+    kv_heads_per_rank,
+    tp_activation_breakdown,
+    tp_activation_bytes,
+    tp_comm_bytes,
+)
+from minitorch_dist.tensor_parallel.functions import (
+    CopyToTP,
+    GatherFromSP,
+    ReduceFromTP,
+    ReduceScatterToSP,
+    ScatterToSP,
+    copy_to_tp,
+    gather_from_sp,
+    reduce_from_tp,
+    reduce_scatter_to_sp,
+    scatter_to_sp,
+)
+from minitorch_dist.tensor_parallel.layers import ColumnParallelLinear, RowParallelLinear
+from minitorch_dist.tensor_parallel.measure import (
+    compare_with_reference,
+    count_tp_bytes,
+    measure_tp_activations,
+)
+from minitorch_dist.tensor_parallel.model import (
+    apply_tensor_parallel,
+    check_tp_config,
+    parallelize_block,
+    tp_group_of,
+    tp_loss_fn,
+    tp_shards,
+)
+from minitorch_dist.tensor_parallel.sequence import (
+    reduce_norm_grads,
+    save_shard_regather,
+    sequence_parallel_norms,
+)
+from minitorch_dist.tensor_parallel.vocab import (
+    VocabParallelCrossEntropy,
+    VocabParallelEmbedding,
+    vocab_parallel_cross_entropy,
+    vocab_parallel_head,
+)
+
+__all__ = [
+    "ColumnParallelLinear",
+    "CopyToTP",
+    "GatherFromSP",
+    "ReduceFromTP",
+    "ReduceScatterToSP",
+    "RowParallelLinear",
+    "ScatterToSP",
+    "VocabParallelCrossEntropy",
+    "VocabParallelEmbedding",
+    "apply_tensor_parallel",
+    "check_tp_config",
+    "compare_with_reference",
+    "copy_to_tp",
+    "count_tp_bytes",
+    "gather_from_sp",
+    "kv_heads_per_rank",
+    "measure_tp_activations",
+    "padded_vocab_size",
+    "parallelize_block",
+    "reduce_from_tp",
+    "reduce_norm_grads",
+    "reduce_scatter_to_sp",
+    "save_shard_regather",
+    "scatter_to_sp",
+    "sequence_parallel_norms",
+    "tp_activation_breakdown",
+    "tp_activation_bytes",
+    "tp_comm_bytes",
+    "tp_group_of",
+    "tp_loss_fn",
+    "tp_shards",
+    "vocab_parallel_cross_entropy",
+    "vocab_parallel_head",
+]

@@ -1,0 +1,224 @@
+"""The region-crossing autograd Functions of tensor and sequence parallelism.
+
+Megatron-LM (Shoeybi et al. 2019, section 3, Figure 3) brackets each tensor-parallel region of a
+layer with two conjugate operators:
+
+    f  (copy_to_tp)       forward: identity          backward: all-reduce      (region entry)
+    g  (reduce_from_tp)   forward: all-reduce        backward: identity        (region exit)
+
+Entry: every rank multiplies the same input by its slice of a column-parallel weight, so the
+input's gradient is the SUM of the ranks' partial gradients. Exit: each rank holds a partial sum
+of a row-parallel product; the forward adds them up, and the sum's gradient is the same on every
+rank.
+
+Sequence parallelism (Korthikanti et al. 2022, section 4.2.2) keeps the activations outside the
+regions split along the sequence and swaps each all-reduce for its two halves:
+
+    g  (gather_from_sp)        forward: all-gather      backward: reduce-scatter
+    g_bar (reduce_scatter_to_sp) forward: reduce-scatter  backward: all-gather
+    scatter_to_sp              forward: keep my slice   backward: all-gather
+
+Our activations are (b, s, h), so the sequence is ``dim=1`` (Megatron lays them out (s, b, h)
+and uses dim 0). With one rank every function is the identity.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+from minitorch_dist.checks import check_divisible
+from minitorch_dist.comm.shim import all_gather_into_tensor, reduce_scatter_tensor
+from minitorch_dist.scopes import backend_scope
+
+__all__ = [
+    "CopyToTP",
+    "GatherFromSP",
+    "ReduceFromTP",
+    "ReduceScatterToSP",
+    "ScatterToSP",
+    "copy_to_tp",
+    "gather_from_sp",
+    "group_rank",
+    "group_size",
+    "reduce_from_tp",
+    "reduce_scatter_to_sp",
+    "scatter_to_sp",
+]
+
+
+def group_size(group: Any = None) -> int:
+    """Ranks in ``group`` (None: the default group; 1 when no process group is initialised)."""
+    if not (dist.is_available() and dist.is_initialized()):
+        return 1
+    return dist.get_world_size(group)
+
+
+def group_rank(group: Any = None) -> int:
+    """This rank's index in ``group`` (0 when no process group is initialised)."""
+    if not (dist.is_available() and dist.is_initialized()):
+        return 0
+    return dist.get_rank(group)
+
+
+# -- the raw collectives, each returning a new tensor ---------------------------------------------
+# Each runs inside the backend's scope and returns a fresh copy of gloo's buffer: gloo's worker
+# thread drops its reference to the buffer a moment earlier or later from run to run, so a memory
+# tracker must neither adopt the buffer nor be handed it (measured: an all-reduce output counted
+# on one rank and not the other). On a GPU, NCCL needs no such copy; Megatron has none.
+def _all_reduce(x: torch.Tensor, group: Any, op: Any = dist.ReduceOp.SUM) -> torch.Tensor:
+    if group_size(group) == 1:
+        return x.clone()
+    with backend_scope():
+        buffer = x.contiguous().clone()  # (...) never the input: it may be saved for backward
+        dist.all_reduce(buffer, op=op, group=group)
+        return buffer.clone()
+
+
+def _all_gather(x: torch.Tensor, group: Any, dim: int) -> torch.Tensor:
+    t = group_size(group)
+    with backend_scope():
+        local = x.movedim(dim, 0).contiguous()  # (s/t, ...): the gathered dim first
+        buffer = local.new_empty((t * local.shape[0], *local.shape[1:]))  # (s, ...)
+        all_gather_into_tensor(buffer, local, group=group)
+        # one contiguous copy: a non-contiguous result would be copied again by EACH linear that
+        # multiplies it (wq, wk, wv) and saved three times (measured); Megatron's (s, b, h)
+        # layout gathers along dim 0 and needs no copy at all
+        return buffer.movedim(0, dim).clone(memory_format=torch.contiguous_format)
+
+
+def _reduce_scatter(x: torch.Tensor, group: Any, dim: int) -> torch.Tensor:
+    t = group_size(group)
+    check_divisible("seq_len", x.shape[dim], "tp", t)
+    with backend_scope():
+        full = x.movedim(dim, 0).contiguous()  # (s, ...)
+        buffer = full.new_empty((full.shape[0] // t, *full.shape[1:]))  # (s/t, ...)
+        reduce_scatter_tensor(buffer, full, group=group)
+        return buffer.movedim(0, dim).clone(memory_format=torch.contiguous_format)
+
+
+def _split(x: torch.Tensor, group: Any, dim: int) -> torch.Tensor:
+    t = group_size(group)
+    check_divisible("seq_len", x.shape[dim], "tp", t)
+    return x.chunk(t, dim=dim)[group_rank(group)].contiguous()  # (b, s/t, h): my tokens
+
+
+# -- Megatron's f and g -----------------------------------------------------------------------
+class CopyToTP(torch.autograd.Function):
+    """Identity in forward, all-reduce in backward: the ``f`` operator of Megatron-LM
+    (Shoeybi et al. 2019, section 3), where a tensor-parallel region begins."""
+
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor, group: Any) -> torch.Tensor:
+        ctx.group = group
+        return x.view_as(x)  # a view, not a copy: nothing new to store
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, None]:
+        # BEGIN SOLUTION lab07.1: f's backward sums the ranks' partial input gradients
+        return _all_reduce(grad, ctx.group), None
+        # END SOLUTION
+
+
+class ReduceFromTP(torch.autograd.Function):
+    """All-reduce in forward, identity in backward: the ``g`` operator of Megatron-LM
+    (Shoeybi et al. 2019, section 3), where a tensor-parallel region ends."""
+
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor, group: Any) -> torch.Tensor:
+        # BEGIN SOLUTION lab07.1: g's forward sums the ranks' partial outputs
+        return _all_reduce(x, group)
+        # END SOLUTION
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, None]:
+        return grad, None  # every rank already holds the whole gradient of the sum
+
+
+# -- sequence parallelism's halves --------------------------------------------------------------
+class GatherFromSP(torch.autograd.Function):
+    """All-gather along ``dim`` in forward, reduce-scatter in backward: sequence parallelism's
+    region entry (Korthikanti et al. 2022, section 4.2.2, operator g)."""
+
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor, group: Any, dim: int) -> torch.Tensor:
+        ctx.group, ctx.dim = group, dim
+        # BEGIN SOLUTION lab07.5: gather every rank's tokens; backward reduce-scatters
+        return _all_gather(x, group, dim)  # (b, s/t, h) -> (b, s, h)
+        # END SOLUTION
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, None, None]:
+        # BEGIN SOLUTION lab07.5: the gradient of a gather is a reduce-scatter
+        return _reduce_scatter(grad, ctx.group, ctx.dim), None, None  # (b, s, h) -> (b, s/t, h)
+        # END SOLUTION
+
+
+class ReduceScatterToSP(torch.autograd.Function):
+    """Reduce-scatter along ``dim`` in forward, all-gather in backward: sequence parallelism's
+    region exit (Korthikanti et al. 2022, section 4.2.2, operator g-bar)."""
+
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor, group: Any, dim: int) -> torch.Tensor:
+        ctx.group, ctx.dim = group, dim
+        # BEGIN SOLUTION lab07.5: sum the partial outputs, keep my tokens; backward all-gathers
+        return _reduce_scatter(x, group, dim)  # (b, s, h) -> (b, s/t, h)
+        # END SOLUTION
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, None, None]:
+        # BEGIN SOLUTION lab07.5: the gradient of a reduce-scatter is an all-gather
+        return _all_gather(grad, ctx.group, ctx.dim), None, None  # (b, s/t, h) -> (b, s, h)
+        # END SOLUTION
+
+
+class ScatterToSP(torch.autograd.Function):
+    """Keep this rank's slice along ``dim`` in forward, all-gather in backward (a replicated
+    tensor enters the sequence-parallel part)."""
+
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor, group: Any, dim: int) -> torch.Tensor:
+        ctx.group, ctx.dim = group, dim
+        # BEGIN SOLUTION lab07.5: keep my tokens; backward all-gathers the gradient
+        return _split(x, group, dim)  # (b, s, h) -> (b, s/t, h)
+        # END SOLUTION
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, None, None]:
+        # BEGIN SOLUTION lab07.5: the other ranks' slices had no gradient from me: gather
+        return _all_gather(grad, ctx.group, ctx.dim), None, None
+        # END SOLUTION
+
+
+# -- function forms: the identity on one rank ------------------------------------------------
+def copy_to_tp(x: torch.Tensor, group: Any = None) -> torch.Tensor:
+    """Megatron's f: identity forward, all-reduce of the gradient over ``group`` backward."""
+    return x if group_size(group) == 1 else CopyToTP.apply(x, group)
+
+
+def reduce_from_tp(x: torch.Tensor, group: Any = None) -> torch.Tensor:
+    """Megatron's g: all-reduce over ``group`` forward, identity backward."""
+    return x if group_size(group) == 1 else ReduceFromTP.apply(x, group)
+
+
+def gather_from_sp(x: torch.Tensor, group: Any = None, dim: int = 1) -> torch.Tensor:
+    """All-gather the sequence (``dim``) forward, reduce-scatter the gradient backward."""
+    return x if group_size(group) == 1 else GatherFromSP.apply(x, group, dim)
+
+
+def reduce_scatter_to_sp(x: torch.Tensor, group: Any = None, dim: int = 1) -> torch.Tensor:
+    """Reduce-scatter along the sequence forward, all-gather the gradient backward. ValueError
+    unless the sequence divides by the group size."""
+    t = group_size(group)
+    check_divisible("seq_len", x.shape[dim], "tp", t)
+    return x if t == 1 else ReduceScatterToSP.apply(x, group, dim)
+
+
+def scatter_to_sp(x: torch.Tensor, group: Any = None, dim: int = 1) -> torch.Tensor:
+    """This rank's contiguous slice of the sequence forward, all-gather backward. ValueError
+    unless the sequence divides by the group size."""
+    t = group_size(group)
+    check_divisible("seq_len", x.shape[dim], "tp", t)
+    return x if t == 1 else ScatterToSP.apply(x, group, dim)
