@@ -59,6 +59,13 @@ _VICTIM = re.compile(
     re.IGNORECASE,
 )
 _TIMEOUT = re.compile(r"timed out|timeout", re.IGNORECASE)
+# Errors the backend raises when a peer is gone or a wait expires; any other type (a
+# NotImplementedError whose task mentions a timeout, a ValueError, an AssertionError) is the
+# rank's own failure, whatever its message says.
+_BACKEND_ERRORS = frozenset(
+    {"RuntimeError", "DistError", "DistBackendError", "DistNetworkError", "DistStoreError",
+     "ConnectionError", "ConnectionResetError", "BrokenPipeError", "EOFError"}
+)  # fmt: skip
 _GRACE_S = 3.0  # after the first failure, how long the other ranks get to report theirs
 
 
@@ -280,6 +287,13 @@ def _death(p: Any) -> str:
     )
 
 
+def _is_victim_or_timeout(rep: _Report) -> bool:
+    """Whether a rank failed only because another rank went away or a backend wait expired."""
+    if rep.exc_type not in _BACKEND_ERRORS:
+        return False
+    return bool(_VICTIM.search(rep.message) or _TIMEOUT.search(rep.message))
+
+
 def _raise_if_failed(
     reports: dict[int, _Report],
     unfinished: list[int],
@@ -289,9 +303,7 @@ def _raise_if_failed(
 ) -> None:
     failed = [rep for rep in reports.values() if not rep.ok]
     # A crash is a failure that is neither a timeout nor a victim of another rank going away.
-    crashes = [
-        rep for rep in failed if not (_VICTIM.search(rep.message) or _TIMEOUT.search(rep.message))
-    ]
+    crashes = [rep for rep in failed if not _is_victim_or_timeout(rep)]
     if crashes:
         root = min(crashes, key=lambda rep: (rep.at, rep.rank))
         others = sorted(rep.rank for rep in failed if rep is not root)

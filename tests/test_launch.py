@@ -187,3 +187,18 @@ def test_torchrun_runs_the_same_user_function(tmp_path, monkeypatch) -> None:  #
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([repo, os.environ.get("PYTHONPATH", "")]))
     out = torchrun(str(script), 2, timeout=120, echo=False)
     assert "results [3.0, 3.0]" in out, out
+
+
+def _stub_mentions_a_timeout(rank: int, world_size: int) -> None:
+    if rank == 1:
+        raise NotImplementedError("lab99.1: wait for the receives with a timeout")
+    dist.barrier()  # rank 0 then dies as a victim of rank 1 leaving
+
+
+def test_a_rank_own_error_is_the_root_cause_whatever_its_message_says():
+    """A student's stub whose task text says "timeout" is a crash of that rank, not a timeout
+    (found when lab 9's stage stub was reported as 'ranks [1] did not finish')."""
+    with pytest.raises(RankError) as info:
+        launch(_stub_mentions_a_timeout, 2, timeout=20)
+    assert not isinstance(info.value, RankTimeoutError)
+    assert info.value.rank == 1 and info.value.exc_type == "NotImplementedError"
