@@ -168,3 +168,15 @@ def test_config_has_what_the_colab_button_needs():
     assert repo["path_to_book"] == ""
     assert cfg["launch_buttons"]["colab_url"] == "https://colab.research.google.com"
     assert cfg["html"]["use_repository_button"] is True
+
+
+@pytest.mark.parametrize("chapter", sorted((ROOT / "chapters").glob("*.md")), ids=lambda p: p.name)
+def test_glue_roles_are_well_formed(chapter):
+    """Catches {glue:text}`key:.2f} (a brace for the closing backtick): myst-nb then renders the
+    raw role and the rest of the paragraph as code, and the strict build may not say where."""
+    text = chapter.read_text(encoding="utf-8")
+    for number, line in enumerate(text.splitlines(), 1):
+        for role in re.finditer(r"\{glue(?::\w+)?\}(`[^`\n]*`?)", line):
+            body = role.group(1)
+            assert body.endswith("`") and len(body) > 2, f"{chapter.name}:{number}: {line.strip()}"
+            assert "}" not in body and " " not in body, f"{chapter.name}:{number}: {body}"
