@@ -271,6 +271,35 @@ def test_zb_h1_matches_one_process(pp, m):
     compare_with_reference(pp, "zb-h1", m, steps=2)
 
 
+@pytest.mark.lab09
+@pytest.mark.parametrize(("pp", "m", "tf", "tb", "tw"),
+                         [(4, 8, 1, 2, 1), (2, 4, 1, 2, 1), (4, 12, 1, 1.5, 0.5), (8, 20, 1, 2, 1)])  # fmt: skip
+def test_simulator_runs_dualpipev(pp, m, tf, tb, tw):
+    """lab09.3. Catches a simulator that assumes the interleaved placement (chunk c of rank r is
+    stage c p + r) instead of asking the schedule: DualPipeV's chunks sit in a V (rank r holds
+    stages r and 2p - 1 - r). Then every rank idles (p - 1)(t_F + t_B - 2 t_W) / 2 -- half of
+    ZB-H1's, as chunks are half a rank's layers -- and keeps 2p + 1 chunk-micro-batches alive."""
+    result = simulate(make_schedule("dualpipev", pp, m), tf, tb, tw)
+    idle = (pp - 1) * (tf + tb - 2 * tw) / 2
+    assert result.makespan == pytest.approx(m * (tf + tb) + idle)
+    assert [result.makespan - b for b in result.busy] == pytest.approx([idle] * pp)
+    assert result.peak_in_flight == [2 * pp + 1] * pp
+
+
+def test_dualpipev_lists():
+    """DualPipeV's lists: both chunks, every F/B/W once; stages in a V; simulated only."""
+    s = make_schedule("dualpipev", 4, 8)
+    assert s.virtual_stages == 2 and s.layout == "v"
+    assert [s.stage(r, c) for c in (0, 1) for r in range(4)] == [0, 1, 2, 3, 7, 6, 5, 4]
+    assert all(s.rank_of(s.stage(r, c)) == (r, c) for r in range(4) for c in (0, 1))
+    # the last rank turns micro-batches around: F0.0 then F0.1 (stage 3 then stage 4)
+    assert s.actions[3][:2] == [Action("F", 0, 0), Action("F", 0, 1)]
+    with pytest.raises(ValueError, match=r"micro_batches >= 2\*pp = 8"):
+        make_schedule("dualpipev", 4, 6)
+    with pytest.raises(ValueError, match="simulate it"):
+        run_schedule(s, None, [None] * 8)
+
+
 # -- bad input and closed forms (not graded) ----------------------------------------------------
 def test_bad_input_names_the_constraint():
     with pytest.raises(ValueError, match="micro_batches=6 is not divisible by pp=4"):

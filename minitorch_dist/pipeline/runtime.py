@@ -80,6 +80,9 @@ def run_schedule(
     m = schedule.micro_batches
     if len(micro_batches) != m:
         raise ValueError(f"{len(micro_batches)} micro-batches given, the schedule has {m}")
+    if schedule.layout != "loop":
+        raise ValueError(f"{schedule.kind!r} places chunks in a V (rank r holds stages r and "
+                         "2p - 1 - r); the runtime's stages loop through the ranks: simulate it")  # fmt: skip
     if (schedule.pp, schedule.virtual_stages) != (stage.pp, stage.virtual_stages):
         raise ValueError(f"the schedule is for pp={schedule.pp}, v={schedule.virtual_stages}; "
                          f"the stage for pp={stage.pp}, v={stage.virtual_stages}")  # fmt: skip

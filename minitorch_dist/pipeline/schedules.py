@@ -26,7 +26,7 @@ from minitorch_dist.checks import check_choice, check_divisible, check_int
 
 __all__ = ["KINDS", "OPS", "Action", "Schedule", "check_schedule", "make_schedule"]
 
-KINDS = ("gpipe", "1f1b", "interleaved", "zb-h1")
+KINDS = ("gpipe", "1f1b", "interleaved", "zb-h1", "dualpipev")
 OPS = ("F", "B", "W")
 
 
@@ -52,6 +52,7 @@ class Schedule:
     micro_batches: int
     virtual_stages: int
     actions: list[list[Action]]
+    layout: str = "loop"  # "loop": chunk c of rank r is stage c p + r; "v": r and 2p - 1 - r
 
     @property
     def num_stages(self) -> int:
@@ -59,11 +60,17 @@ class Schedule:
         return self.pp * self.virtual_stages
 
     def stage(self, rank: int, chunk: int) -> int:
-        """The global stage of ``rank``'s ``chunk``: ``chunk * pp + rank``."""
+        """The global stage of ``rank``'s ``chunk``: ``chunk * pp + rank`` (a loop through the
+        ranks, once per chunk); in DualPipeV's V, ``rank`` for chunk 0 and ``2 pp - 1 - rank``
+        for chunk 1 (down the ranks and back up)."""
+        if self.layout == "v":
+            return rank if chunk == 0 else 2 * self.pp - 1 - rank
         return chunk * self.pp + rank
 
     def rank_of(self, stage: int) -> tuple[int, int]:
         """``(rank, chunk)`` holding global stage ``stage``."""
+        if self.layout == "v":
+            return (stage, 0) if stage < self.pp else (2 * self.pp - 1 - stage, 1)
         return stage % self.pp, stage // self.pp
 
     def __repr__(self) -> str:
@@ -83,7 +90,14 @@ def make_schedule(kind: str, pp: int, micro_batches: int, virtual_stages: int = 
     * ``"interleaved"``: Megatron-LM's interleaved 1F1B over ``virtual_stages`` chunks per rank
       (Narayanan et al. 2021, section 2.2.2); needs ``micro_batches % pp == 0``;
     * ``"zb-h1"``: 1F1B with the backward split into B (input gradient) and W (weight
-      gradient), the W passes moved into the drain's bubbles (Qi et al. 2024, section 2.1).
+      gradient), the W passes moved into the drain's bubbles (Qi et al. 2024, section 2.1);
+    * ``"dualpipev"``: DeepSeek's DualPipeV, the "cut-in-half" DualPipe (DeepSeek-AI 2024,
+      section 3.2.1; the DualPipe repository's ``dualpipev.py``): the model in ``2 pp`` chunks,
+      rank ``r`` holding chunks ``r`` and ``2 pp - 1 - r`` (a V), so micro-batches flow down the
+      ranks and back up; split backward with W passes filling the bubbles. Needs
+      ``micro_batches >= 2 pp``. Simulated only: DualPipe overlaps a forward chunk with a
+      backward chunk of the other direction (communication hidden behind compute); the logical
+      clock runs the pair one after the other, which is the same when communication is free.
 
     Bad input raises a ValueError naming the constraint.
     """
@@ -91,14 +105,25 @@ def make_schedule(kind: str, pp: int, micro_batches: int, virtual_stages: int = 
     check_int("pp", pp)
     check_int("micro_batches", micro_batches)
     check_int("virtual_stages", virtual_stages)
-    if kind != "interleaved" and virtual_stages != 1:
+    if kind == "dualpipev":
+        if virtual_stages not in (1, 2):
+            raise ValueError(
+                f"dualpipev has 2 chunks per rank, got virtual_stages={virtual_stages}"
+            )
+        if micro_batches < 2 * pp:
+            raise ValueError(
+                f"dualpipev needs micro_batches >= 2*pp = {2 * pp}, got {micro_batches}"
+            )
+        virtual_stages = 2
+    elif kind != "interleaved" and virtual_stages != 1:
         raise ValueError(f"virtual_stages={virtual_stages} needs kind='interleaved', got {kind!r}")
     if kind == "interleaved":
         check_divisible("micro_batches", micro_batches, "pp", pp)
     build = {"gpipe": _gpipe, "1f1b": _one_f_one_b, "interleaved": _interleaved,
-             "zb-h1": _zb_h1}[kind]  # fmt: skip
+             "zb-h1": _zb_h1, "dualpipev": _dualpipev}[kind]  # fmt: skip
     actions = [build(rank, pp, micro_batches, virtual_stages) for rank in range(pp)]
-    schedule = Schedule(kind, pp, micro_batches, virtual_stages, actions)
+    layout = "v" if kind == "dualpipev" else "loop"
+    schedule = Schedule(kind, pp, micro_batches, virtual_stages, actions, layout)
     check_schedule(schedule)
     return schedule
 
@@ -161,6 +186,61 @@ def _zb_h1(rank: int, pp: int, m: int, v: int) -> list[Action]:
             w += 1
     return actions + [Action("W", j) for j in range(w, m)]
     # END SOLUTION
+
+
+def _dualpipev(rank: int, pp: int, m: int, v: int) -> list[Action]:
+    """DualPipeV on ``rank`` (given), in the eight steps of DeepSeek's ``dualpipev.py``. Chunk 0
+    carries micro-batches down the ranks, chunk 1 back up; each chunk runs its micro-batches in
+    order. A zero-bubble backward (B) queues its W; a plain one is B then W at once; a W step
+    runs the oldest queued W. The steps' counts are the reference implementation's."""
+    actions: list[Action] = []
+    nxt = {("F", 0): 0, ("F", 1): 0, ("B", 0): 0, ("B", 1): 0}
+    queue: list[Action] = []
+
+    def run(op: str, chunk: int, zero_bubble: bool = False) -> None:
+        i = nxt[(op, chunk)]
+        nxt[(op, chunk)] += 1
+        actions.append(Action(op, i, chunk))
+        if op == "B":
+            (queue.append if zero_bubble else actions.append)(Action("W", i, chunk))
+
+    def weight() -> None:
+        actions.append(queue.pop(0))
+
+    last = pp - 1
+    for _ in range((pp - rank - 1) * 2):  # 1: forwards of chunk 0
+        run("F", 0)
+    for _ in range(rank + 1):  # 2: chunk 0 and chunk 1 forwards in turn
+        run("F", 0)
+        run("F", 1)
+    for _ in range(pp - rank - 1):  # 3: B, W and F of chunk 1 (zero bubble)
+        run("B", 1, zero_bubble=True)
+        weight()
+        run("F", 1)
+    for _ in range(m - 2 * pp + rank + 1):  # 4: F0 with B1, then F1 with B0 (overlapped pairs)
+        run("F", 0)
+        run("B", 1)
+        run("F", 1)
+        run("B", 0)
+    for _ in range(pp - rank - 1):  # 5: B1, then F1 with B0
+        run("B", 1)
+        run("F", 1)
+        run("B", 0)
+    zero_bubble = False
+    for i in range(rank + 1):  # 6: B1 and B0, the second half zero bubble
+        if i == (rank + 1) // 2 and rank % 2 == 1:
+            zero_bubble = True
+        run("B", 1, zero_bubble)
+        if i == (rank + 1) // 2 and rank % 2 == 0:
+            zero_bubble = True
+        run("B", 0, zero_bubble)
+    for _ in range(pp - rank - 1):  # 7: a queued W, then B0 (zero bubble)
+        weight()
+        run("B", 0, zero_bubble=True)
+    while queue:  # 8: the remaining W passes
+        weight()
+    assert rank <= last and all(n == m for n in nxt.values()), nxt
+    return actions
 
 
 def check_schedule(schedule: Schedule) -> None:
