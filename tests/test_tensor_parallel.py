@@ -35,6 +35,7 @@ from minitorch_dist.tensor_parallel import (
     reduce_scatter_to_sp,
     scatter_to_sp,
     tp_comm_bytes,
+    tp_generators,
     vocab_parallel_cross_entropy,
     vocab_parallel_head,
 )
@@ -430,3 +431,24 @@ def test_explicit_reduce_norm_grads_equals_the_hooks():
     """reduce_norm_grads after backward gives the norm gradients the hooks give."""
     for hooked, explicit in launch(_explicit_norm_reduction, 2):
         torch.testing.assert_close(hooked, explicit, rtol=1e-12, atol=EXACT)
+
+
+def _dropout_masks(rank: int, world_size: int, sp: bool) -> tuple[list, list]:
+    outside, inside = tp_generators(0, W, sp=sp)
+    masks = []
+    for gen in (outside, inside):
+        mask = torch.bernoulli(torch.full((4, 16), 0.5), generator=gen)
+        gathered = [torch.empty_like(mask) for _ in range(world_size)]
+        dist.all_gather(gathered, mask, group=W)
+        masks.append(gathered)
+    return masks[0], masks[1]
+
+
+@pytest.mark.parametrize("sp", [False, True])
+def test_dropout_streams_follow_megatrons_rule(sp):
+    """Catches one seed everywhere (the ranks' heads share a dropout pattern) or a seed per rank
+    outside the regions (replicated activations stop being replicas); with sp the activations
+    outside are different tokens, so their masks differ too."""
+    outside, inside = launch(_dropout_masks, 2, sp)[0]
+    assert not torch.equal(inside[0], inside[1])
+    assert torch.equal(outside[0], outside[1]) is (not sp)

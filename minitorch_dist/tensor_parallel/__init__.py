@@ -24,7 +24,8 @@ Names beyond the chapter-7 contract (added by ch07-core, all additive):
 - ``sequence_parallel_norms`` (the hook form of ``reduce_norm_grads``), ``save_shard_regather``,
   ``parallelize_block``,
   ``vocab_parallel_head``, ``tp_activation_breakdown``, ``kv_heads_per_rank``, ``tp_group_of``.
-- Dropout's RNG rule is left to the prose: our Llama has no dropout, so no ``tp_rng`` helper.
+- ``tp_generators(seed, group, *, sp=False)`` (module ``rng``): Megatron-LM's two random streams
+  for dropout, the same outside the regions and per rank inside (our Llama has no dropout).
 """
 
 from minitorch_dist.models.configs import padded_vocab_size
@@ -60,6 +61,7 @@ from minitorch_dist.tensor_parallel.model import (
     tp_loss_fn,
     tp_shards,
 )
+from minitorch_dist.tensor_parallel.rng import tp_generators
 from minitorch_dist.tensor_parallel.sequence import (
     reduce_norm_grads,
     save_shard_regather,
@@ -101,6 +103,7 @@ __all__ = [
     "tp_activation_breakdown",
     "tp_activation_bytes",
     "tp_comm_bytes",
+    "tp_generators",
     "tp_group_of",
     "tp_loss_fn",
     "tp_shards",
