@@ -186,3 +186,16 @@ def test_validation() -> None:
         bits_to_fields(256, "fp8_e5m2")
     with pytest.raises(ValueError, match="torch has no dtype for tf32"):
         torch_cast_bits([1.0], "tf32")
+
+
+def test_fp16_flushes_to_zero_at_half_its_smallest_subnormal() -> None:
+    """Catches the common claim that fp16 flushes everything below 2^-24 (its smallest subnormal)
+    to zero: round-to-nearest-even sends 2^-25 itself to zero but anything above it up to 2^-24,
+    in torch's cast and in ours."""
+    tiny = 2.0**-24
+    half = torch.tensor(tiny / 2)
+    above = torch.nextafter(half, torch.tensor(1.0))  # the next fp32 value above 2^-25
+    x = torch.stack([half, above, torch.tensor(0.75 * tiny), torch.tensor(tiny)])
+    assert x.half().double().tolist() == [0.0, tiny, tiny, tiny]
+    assert round_to_format(x, "fp16").tolist() == [0.0, tiny, tiny, tiny]
+    assert format_range("fp16")["min_subnormal"] == tiny

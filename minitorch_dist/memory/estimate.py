@@ -134,7 +134,7 @@ def activation_bytes(
     sbh = s * b * h
     if recompute == "full":
         return layers * (2 * sbh // t if sp else 2 * sbh)  # only the layer input is kept
-    # softmax input 2as^2b + softmax output 2as^2b + dropout mask as^2b, split over t heads
+    # softmax output 2as^2b + dropout mask as^2b + dropout output 2as^2b, split over t heads
     scores = 5 * a * s * s * b // t if recompute == "none" else 0
     # linear/GeLU inputs (24sbh) split over t; norms, dropout masks and block inputs (10sbh) are
     # replicated unless sequence parallelism splits them along s
