@@ -23,7 +23,9 @@ def result_path(name: str) -> Path:
     path = RESULTS_DIR / f"{name.removesuffix('.md')}.md"
     if not path.is_file():
         known = sorted(p.stem for p in RESULTS_DIR.glob("*.md")) if RESULTS_DIR.is_dir() else []
-        raise FileNotFoundError(f"no benchmark result {name!r} in {RESULTS_DIR.name}/; known: {known}")
+        raise FileNotFoundError(
+            f"no benchmark result {name!r} in {RESULTS_DIR.name}/; known: {known}"
+        )
     return path
 
 
