@@ -38,8 +38,10 @@ def device_of(name: str) -> str:
         return found.group(1).strip()
     prefix = result_path(name).stem.split("_")[0]
     if prefix not in _MACHINES:
-        raise ValueError(f"result {name!r} names no device and its prefix {prefix!r} is not one of "
-                         f"{sorted(_MACHINES)}")  # fmt: skip
+        known = sorted(_MACHINES)
+        raise ValueError(
+            f"result {name!r} names no device; its prefix {prefix!r} is not in {known}"
+        )
     return _MACHINES[prefix]
 
 
