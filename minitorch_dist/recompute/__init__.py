@@ -4,7 +4,8 @@
 2016); ``policies`` decide which segments of a Llama to checkpoint -- whole blocks ("full") or
 only the attention core ("selective", Korthikanti et al. 2022, section 5); ``attention`` holds an
 unfused attention core whose (s x s) matrices show what selective recomputation removes;
-``measure`` measures the bytes stored and the time taken.
+``op_level`` keeps chosen operators' outputs inside checkpointed blocks (torch's selective
+activation checkpoint); ``measure`` measures the bytes stored and the time taken.
 """
 
 from minitorch_dist.recompute.attention import (
@@ -23,6 +24,11 @@ from minitorch_dist.recompute.measure import (
     measure_recompute,
     stored_activations,
     time_steps,
+)
+from minitorch_dist.recompute.op_level import (
+    apply_op_level_checkpointing,
+    op_level_block_bytes,
+    save_matmuls,
 )
 from minitorch_dist.recompute.policies import (
     POLICIES,
@@ -43,6 +49,7 @@ __all__ = [
     "MathAttentionCore",
     "Policy",
     "apply_activation_checkpointing",
+    "apply_op_level_checkpointing",
     "build_model",
     "checkpoint",
     "checkpointed_modules",
@@ -50,8 +57,10 @@ __all__ = [
     "math_attention_extra_bytes",
     "measure_recompute",
     "no_policy",
+    "op_level_block_bytes",
     "remove_activation_checkpointing",
     "resolve_policy",
+    "save_matmuls",
     "segment_checkpoint_bytes",
     "selective_policy",
     "stored_activations",

@@ -31,6 +31,7 @@ from minitorch_dist.memory.track import measure_step
 from minitorch_dist.models import Llama, LlamaConfig, cross_entropy, synthetic_batch
 from minitorch_dist.models.checkpointing import apply_torch_checkpointing
 from minitorch_dist.recompute.attention import use_attention
+from minitorch_dist.recompute.op_level import apply_op_level_checkpointing
 from minitorch_dist.recompute.policies import POLICIES, apply_activation_checkpointing
 
 __all__ = [
@@ -61,15 +62,18 @@ def build_model(
     device: str | torch.device = "cpu",
 ) -> nn.Module:
     """A seeded ``Llama(config)`` with the given attention core, checkpointed by ``policy``
-    (``"none"``, ``"selective"``, ``"full"``) through our checkpoint or torch's."""
-    check_choice("policy", policy, POLICIES)
+    (``"none"``, ``"selective"``, ``"full"``) through our checkpoint or torch's, or by
+    ``"ops"``: op-level selective checkpointing with torch's checkpoint (:mod:`.op_level`)."""
+    check_choice("policy", policy, (*POLICIES, "ops"))
     check_choice("impl", impl, IMPLEMENTATIONS)
     torch.manual_seed(seed)
     with torch.device(device):
         model = use_attention(Llama(config), attention)
     if policy == "none":
         return model
-    if impl == "ours":
+    if policy == "ops":
+        apply_op_level_checkpointing(model)
+    elif impl == "ours":
         apply_activation_checkpointing(model, policy)
     else:
         apply_torch_checkpointing(model, policy)
