@@ -11,7 +11,12 @@ import pytest
 import torch
 
 from minitorch_dist import launch
-from minitorch_dist.comm.cost import algorithm_bandwidth, bus_bandwidth, collective_time
+from minitorch_dist.comm.cost import (
+    algorithm_bandwidth,
+    bus_bandwidth,
+    collective_time,
+    multi_node_ring_bandwidth,
+)
 from minitorch_dist.comm.plots import (
     COLLECTIVES,
     plot_alpha_beta,
@@ -48,6 +53,20 @@ def test_recursive_doubling_takes_log_steps_of_the_whole_vector() -> None:
     kw = dict(alpha=a, bandwidth=bw, algorithm="recursive_doubling")
     assert collective_time("all_reduce", S, 8, **kw) == pytest.approx(3 * (a + S / bw))
     assert collective_time("all_reduce", S, 5, **kw) == pytest.approx(3 * (a + S / bw))
+
+
+def test_multi_node_rings_share_every_port_of_the_node() -> None:
+    """Catches the single-link model of a cluster: with one port per GPU (eight per node) the
+    rings' bound is the node's eight ports together, or NVLink when that is slower."""
+    nvlink, nic = 450e9, 50e9
+    kw = dict(intra_bandwidth=nvlink, nic_bandwidth=nic)
+    assert multi_node_ring_bandwidth(**kw, nics_per_node=8, nodes=2) == 400e9
+    assert multi_node_ring_bandwidth(**kw, nics_per_node=1, nodes=2) == 50e9
+    assert multi_node_ring_bandwidth(**kw, nics_per_node=8, nodes=1) == nvlink
+    slow = dict(intra_bandwidth=100e9, nic_bandwidth=nic)
+    assert multi_node_ring_bandwidth(**slow, nics_per_node=8, nodes=4) == 100e9
+    with pytest.raises(ValueError, match="nics_per_node"):
+        multi_node_ring_bandwidth(**kw, nics_per_node=0, nodes=2)
 
 
 def test_bus_bandwidth_factors_follow_nccl_tests() -> None:

@@ -14,6 +14,7 @@ from .cost import (
     bus_bandwidth,
     collective_bytes,
     collective_time,
+    multi_node_ring_bandwidth,
 )
 from .counting import Call, CommCounter
 from .shim import all_gather_into_tensor, reduce_scatter_tensor
@@ -27,5 +28,6 @@ __all__ = [
     "bus_bandwidth",
     "collective_bytes",
     "collective_time",
+    "multi_node_ring_bandwidth",
     "reduce_scatter_tensor",
 ]

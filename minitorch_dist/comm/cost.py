@@ -26,6 +26,7 @@ __all__ = [
     "bus_bandwidth",
     "collective_bytes",
     "collective_time",
+    "multi_node_ring_bandwidth",
 ]
 
 # op -> number of (n - 1)/n * S passes around the ring
@@ -122,3 +123,26 @@ def bus_bandwidth(op: str, nbytes: float, seconds: float, world_size: int) -> fl
     check_choice("op", op, BUS_FACTORS)
     _check_time_args(nbytes, world_size, seconds)
     return algorithm_bandwidth(nbytes, seconds) * float(BUS_FACTORS[op](world_size))
+
+
+def multi_node_ring_bandwidth(
+    *, intra_bandwidth: float, nic_bandwidth: float, nics_per_node: int, nodes: int
+) -> float:
+    """Bus bandwidth, bytes/s each way, of ring collectives over ``nodes`` nodes whose GPUs are
+    joined by ``intra_bandwidth`` links (NVLink, per GPU) and whose node has ``nics_per_node``
+    network ports of ``nic_bandwidth`` each.
+
+    NCCL runs several rings at once (channels), one per network rail: each ring carries a share
+    of the data and leaves the node through its own port, so a step of all the rings moves the
+    node's whole ring traffic through all its ports together. The slowest of the two is the
+    bound: ``min(intra, nics_per_node * nic)`` (one node: ``intra``). With one port per node
+    the network is the bound, the model of a ring that crosses nodes through a single link.
+    """
+    for name, value in (("intra_bandwidth", intra_bandwidth), ("nic_bandwidth", nic_bandwidth)):
+        if not value > 0:
+            raise ValueError(f"{name} must be > 0 bytes/s, got {value}")
+    check_int("nics_per_node", nics_per_node)
+    check_int("nodes", nodes)
+    if nodes == 1:
+        return intra_bandwidth
+    return min(intra_bandwidth, nics_per_node * nic_bandwidth)
