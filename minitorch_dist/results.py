@@ -6,6 +6,10 @@ The figures a script reports as a ratio are bold: ``- bucketed / torch DDP step 
 
     >>> bold_figures("cpu-2core_ddp_vs_torch", "bucketed / torch DDP step time")
     [0.88, 0.78]
+
+Tables are read by the heading above them: ``table_rows(name, "CUDA, bfloat16")`` returns the
+rows of the first table under a heading that starts with those words, as dictionaries keyed by
+the column titles.
 """
 
 from __future__ import annotations
@@ -53,3 +57,25 @@ def bold_figures(name: str, label: str) -> list[float]:
     if not values:
         raise ValueError(f"result {name!r} has no line '- {label}: **...**'")
     return values
+
+
+def table_rows(name: str, heading: str) -> list[dict[str, str]]:
+    """The rows of the first Markdown table under the first heading of result ``name`` that
+    starts with ``heading`` (``#`` marks stripped), each a dict from column title to cell text."""
+    lines = result_path(name).read_text().splitlines()
+    headings = [i for i, line in enumerate(lines) if line.startswith("#")]
+    matches = [i for i in headings if lines[i].lstrip("#").strip().startswith(heading)]
+    if not matches:
+        raise ValueError(f"result {name!r} has no heading starting with {heading!r}")
+    table = []
+    for line in lines[matches[0] + 1 :]:
+        if line.startswith("#"):
+            break
+        if line.startswith("|"):
+            table.append([cell.strip() for cell in line.strip().strip("|").split("|")])
+        elif table:
+            break
+    if len(table) < 3:
+        raise ValueError(f"result {name!r} has no table under {heading!r}")
+    titles = table[0]
+    return [dict(zip(titles, row, strict=True)) for row in table[2:]]
