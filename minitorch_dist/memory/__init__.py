@@ -21,6 +21,7 @@ from minitorch_dist.memory.estimate import (
     model_state_bytes,
 )
 from minitorch_dist.memory.fake import measure_step_fake
+from minitorch_dist.memory.peers import PEERS, peer_model_state_bytes
 from minitorch_dist.memory.prediction import ACTIVATION_DTYPE_BYTES, predict
 from minitorch_dist.memory.track import CATEGORIES, PHASES, MemoryTracker, measure_step
 
@@ -28,6 +29,7 @@ __all__ = [
     "ACTIVATION_DTYPE_BYTES",
     "CATEGORIES",
     "OPTIMIZERS",
+    "PEERS",
     "PHASES",
     "RECIPES",
     "RECOMPUTE",
@@ -40,5 +42,6 @@ __all__ = [
     "measure_step",
     "measure_step_fake",
     "model_state_bytes",
+    "peer_model_state_bytes",
     "predict",
 ]
