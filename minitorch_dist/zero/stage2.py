@@ -96,8 +96,8 @@ class UnitwiseGradients:
             if u.ready:
                 self._reduce_unit(u)
 
-    def _zero_grad(self) -> None:
-        for u in self.units:
+    def _zero_grad(self, set_to_none: bool) -> None:
+        for u in self.units:  # whole gradients are never kept: p.grad is None either way
             u.grad_shard.zero_()
             for p in u.params:
                 p.grad = None
