@@ -11,6 +11,7 @@ shaped like torch's ``ZeroRedundancyOptimizer`` (any ``torch.optim`` class insid
     stage3      parameters gathered on demand, freed after use, prefetched (lab06.3)  16 Psi / N
     offload     optimizer states and the update in CPU memory, ZeRO-Offload (lab06.4)
     state       full (consolidated, any world size) and local (sharded) state dicts
+    transform   apply_zero3(model): stage 3 as a module transform (FSDP2's fully_shard)
     measure     per-rank bytes and bytes communicated, on emulated ranks and on fake ones
     train       training on emulated ranks against the single-process Adam reference
 
@@ -41,6 +42,7 @@ from minitorch_dist.zero.stage0 import ZeroStage0
 from minitorch_dist.zero.stage1 import ZeroStage1
 from minitorch_dist.zero.stage2 import ZeroStage2
 from minitorch_dist.zero.stage3 import ZeroStage3
+from minitorch_dist.zero.transform import MixedPrecision, Zero3Module, apply_zero3
 
 STAGES = {0: ZeroStage0, 1: ZeroStage1, 2: ZeroStage2, 3: ZeroStage3}
 
@@ -48,11 +50,14 @@ __all__ = [
     "STAGES",
     "CpuOffloadAdam",
     "FlatUnit",
+    "MixedPrecision",
     "ZeroOptimizer",
     "ZeroStage0",
     "ZeroStage1",
     "ZeroStage2",
     "ZeroStage3",
+    "Zero3Module",
+    "apply_zero3",
     "build_units",
     "default_unit_modules",
     "shard_numel",

@@ -80,7 +80,7 @@ class UnitwiseGradients:
         """Add the rank-averaged gradient of this rank's shard to ``unit.grad_shard`` and free
         the unit's whole gradients (``p.grad = None``). A missing ``p.grad`` counts as zero."""
         # BEGIN SOLUTION lab06.2: flatten the grads, reduce-scatter, average into grad_shard, free them
-        flat = unit.full.new_zeros(unit.padded_numel)  # (N*S,): zero padding
+        flat = unit.grad_shard.new_zeros(unit.padded_numel)  # (N*S,) in the reduce dtype
         for p, view in zip(unit.params, unit.views(flat)):
             if p.grad is not None:
                 view.copy_(p.grad)
