@@ -64,7 +64,9 @@ def _train(model: nn.Module, opt: torch.optim.Optimizer, rank: int, world_size: 
             sched.step()
 
     batches = make_batches(VOCAB, GBS, SEQ, STEPS)
-    run = run_training(model, opt, batches, rank=rank, world_size=world_size, around_step=around)
+    weights = (lambda m, o: o.full_parameters()) if getattr(opt, "stage", 0) == 3 else None
+    run = run_training(model, opt, batches, rank=rank, world_size=world_size, around_step=around,
+                       **({"weights": weights} if weights else {}))  # fmt: skip
     return run, lrs
 
 
@@ -81,8 +83,8 @@ def _zero_rank(rank: int, world_size: int, stage: int, optimizer: tuple, grouped
     torch.manual_seed(0)  # the same model on every rank
     model = _toy()
     cls, kwargs = optimizer
-    params = _groups(model) if grouped else model.parameters()
-    opt = STAGES[stage](params, cls, **kwargs)
+    params = _groups(model) if grouped else model if stage == 3 else model.parameters()
+    opt = STAGES[stage](params, cls, **kwargs)  # stage 3 hooks the module: it takes the model
     run, lrs = _train(model, opt, rank, world_size, scheduled)
     return run, lrs, isinstance(opt, torch.optim.Optimizer)
 
@@ -96,7 +98,7 @@ def test_toy_needs_padding():
     assert trainable == sum(counts) == 390 and all(c % 2 for c in counts), counts
 
 
-@pytest.mark.parametrize(("stage", "world_size"), [(0, 2), (1, 2), (1, 4), (2, 2), (2, 4)])
+@pytest.mark.parametrize(("stage", "world_size"), [(0, 2), (1, 2), (1, 4), (2, 2), (2, 4), (3, 4)])
 def test_adamw_with_weight_decay_matches_one_process(stage, world_size):
     """Catches the old hard-wired Adam (L2 decay in the gradient instead of AdamW's decoupled
     decay), a frozen parameter that decays anyway, a tied weight counted twice: every rank's
