@@ -45,9 +45,12 @@ def _rank(group: dist.ProcessGroup | None) -> tuple[int, int]:
     return dist.get_rank(group), dist.get_world_size(group)
 
 
-def _check_optimizer(optimizer: Any) -> None:
-    if getattr(optimizer, "stage", None) == 3:
-        raise ValueError("ZeRO-3 optimizers keep no whole parameters to save: gather them first")
+def _check(model: nn.Module, optimizer: Any) -> None:
+    """ZeRO-3 keeps different shards under the same names on every rank, which DCP would take
+    for replicated tensors and write once: refuse rather than lose them."""
+    if getattr(optimizer, "stage", None) == 3 or hasattr(model, "zero3"):
+        raise ValueError("ZeRO-3 models and optimizers are not supported: their state is "
+                         "sharded under the same names on every rank")  # fmt: skip
 
 
 def _flatten(model: nn.Module, optimizer: Any, step: int, sharded: bool, rank: int,
@@ -98,7 +101,7 @@ def save_checkpoint(
     rank, world_size = _rank(group)
     if not isinstance(step, int) or step < 0:
         raise ValueError(f"step must be an int >= 0, got {step!r}")
-    _check_optimizer(optimizer)
+    _check(model, optimizer)
     root = Path(path)
     name = f"step_{step:08d}"
     tmp, final = root / f".tmp-{name}", root / name
@@ -139,7 +142,7 @@ def load_checkpoint(
     rank calls it; a full checkpoint on any number of ranks, a sharded one on as many as saved
     it). Returns the step it was saved at."""
     rank, world_size = _rank(group)
-    _check_optimizer(optimizer)
+    _check(model, optimizer)
     ckpt = latest_checkpoint(path)
     if ckpt is None:
         raise ValueError(f"no complete checkpoint under {path}")

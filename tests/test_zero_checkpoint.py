@@ -17,14 +17,15 @@ from torch import nn
 
 from minitorch_dist import launch
 from minitorch_dist.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
-from minitorch_dist.data_parallel import TiedToy
+from minitorch_dist.data_parallel import DataParallelBucket, TiedToy
 from minitorch_dist.reference import (
     assert_runs_match,
     make_batches,
+    param_values,
     reference_run,
     run_training,
 )
-from minitorch_dist.zero import STAGES
+from minitorch_dist.zero import STAGES, apply_zero3
 
 STEPS, GBS, SEQ, VOCAB = 4, 8, 8, 31
 TIGHT = {"atol": 1e-5, "rtol": 1e-4}
@@ -105,3 +106,48 @@ def test_a_rank_killed_while_saving_leaves_the_last_checkpoint(tmp_path):
         assert b["start"] == 2
         for name, w in a["run"].weights.items():
             assert torch.equal(w, b["run"].weights[name]), name
+
+
+def _ddp_rank(rank: int, world_size: int, path: str, stop: int, resume: bool) -> dict:
+    torch.manual_seed(0)
+    model = DataParallelBucket(_toy(), bucket_cap_mb=None)
+    opt = torch.optim.AdamW(model.parameters(), **ADAMW)  # replicated: its own state dict
+    start = load_checkpoint(path, model, opt) if resume else 0
+    run = run_training(model, opt, make_batches(VOCAB, GBS, SEQ, STEPS)[start:stop], rank=rank,
+                       world_size=world_size, weights=lambda m, o: param_values(m.module))  # fmt: skip
+    if not resume:
+        save_checkpoint(path, model, opt, step=stop)
+    return {"start": start, "run": run}
+
+
+def test_data_parallel_with_a_torch_optimizer_resumes_on_fewer_ranks(tmp_path):
+    """Catches a wrapper whose state dict keys do not load back into the module (``module.``
+    prefixes) or a torch optimizer's state lost: DDP + AdamW saved on 4 ranks, resumed on 2,
+    ends fp32-tight to one process."""
+    launch(_ddp_rank, 4, str(tmp_path), 2, False)
+    resumed = launch(_ddp_rank, 2, str(tmp_path), STEPS, True)
+    assert [r["start"] for r in resumed] == [2, 2]
+    assert_runs_match([r["run"] for r in resumed], _reference(), check=("weights",),
+                      tolerance=TIGHT)  # fmt: skip
+
+
+def _zero3_refused(rank: int, world_size: int, path: str) -> list[str]:
+    errors = []
+    model = apply_zero3(_toy())
+    opt = torch.optim.AdamW(model.parameters())
+    for call in (lambda: save_checkpoint(path, model, opt, step=1),
+                 lambda: save_checkpoint(path, _toy(), opt, step=-1)):  # fmt: skip
+        try:
+            call()
+        except ValueError as e:
+            errors.append(str(e))
+    return errors
+
+
+def test_zero3_and_bad_steps_are_refused(tmp_path):
+    """Catches a ZeRO-3 checkpoint that DCP would deduplicate as if every rank held the same
+    tensors (every rank's shard has the same name): refused, as is a negative step."""
+    errors = launch(_zero3_refused, 2, str(tmp_path))[0]
+    assert len(errors) == 2 and "ZeRO-3" in errors[0] and "step must be" in errors[1]
+    with pytest.raises(ValueError, match="launch"):
+        save_checkpoint(tmp_path, _toy(), None, step=0)
