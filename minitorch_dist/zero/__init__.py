@@ -1,8 +1,8 @@
 """ZeRO: data parallelism without the redundancy (chapter 6, lab 6).
 
 Rajbhandari et al. 2020 ("ZeRO: Memory Optimizations Toward Training Trillion Parameter Models")
-shard the model states over the N data-parallel ranks in three stages, each a ``torch.optim`` optimizer
-shaped like torch's ``ZeroRedundancyOptimizer`` (any ``torch.optim`` class inside):
+shard the model states over the N data-parallel ranks in three stages, each a ``torch.optim``
+optimizer shaped like torch's ``ZeroRedundancyOptimizer`` (any ``torch.optim`` class inside):
 
     sharding    flat, padded buffers cut into N shards; units of parameters (shared helper)
     stage0      plain data parallelism, the baseline                         16 Psi per rank
