@@ -9,7 +9,9 @@ has it already) and the step. Every rank holds the same full tensors, so DCP's p
 each of them once (it deduplicates replicated entries) and any number of ranks reads them
 back: each ZeRO rank then keeps its own shard, which is what resharding means here. With
 ``sharded=True`` each rank writes only its own shard of the optimizer state (no gathering,
-less traffic), and the checkpoint loads only on the same number of ranks.
+less traffic), and the checkpoint loads only on the same number of ranks. A model sharded by
+:func:`~minitorch_dist.zero.apply_zero3` is saved whole too: its parameters gathered under their
+original names, its optimizer's state gathered per parameter (``zero3_state_dict``).
 
 Nothing is lost when a rank dies while saving: DCP writes into ``path/.tmp-step_N``; only after
 every rank has finished does rank 0 rename it to ``path/step_N`` and then atomically replace the
@@ -45,18 +47,20 @@ def _rank(group: dist.ProcessGroup | None) -> tuple[int, int]:
     return dist.get_rank(group), dist.get_world_size(group)
 
 
-def _check(model: nn.Module, optimizer: Any) -> None:
+def _check(model: nn.Module, optimizer: Any, sharded: bool = False) -> None:
     """ZeRO-3 keeps different shards under the same names on every rank, which DCP would take
-    for replicated tensors and write once: refuse rather than lose them."""
-    if getattr(optimizer, "stage", None) == 3 or hasattr(model, "zero3"):
-        raise ValueError("ZeRO-3 models and optimizers are not supported: their state is "
-                         "sharded under the same names on every rank")  # fmt: skip
+    for replicated tensors and write once: only the full state of ``apply_zero3`` is saved."""
+    if getattr(optimizer, "stage", None) == 3 or (sharded and hasattr(model, "zero3")):
+        raise ValueError("ZeRO-3 is saved as apply_zero3(model) with sharded=False only: its "
+                         "shards have the same names on every rank")  # fmt: skip
 
 
 def _flatten(model: nn.Module, optimizer: Any, step: int, sharded: bool, rank: int,
              world_size: int) -> dict[str, Any]:  # fmt: skip
     """One flat dict of tensors (DCP's unit) plus pickled bytes for everything else."""
-    flat: dict[str, Any] = {f"model/{k}": v for k, v in model.state_dict().items()}
+    zero3 = hasattr(model, "zero3")  # apply_zero3: gather the model and its optimizer whole
+    model_sd, full = model.zero3_state_dict(optimizer) if zero3 else (model.state_dict(), None)
+    flat: dict[str, Any] = {f"model/{k}": v for k, v in model_sd.items()}
     if sharded:
         if not hasattr(optimizer, "local_state_dict"):
             raise ValueError("sharded=True needs an optimizer with local_state_dict() (ZeRO)")
@@ -68,22 +72,24 @@ def _flatten(model: nn.Module, optimizer: Any, step: int, sharded: bool, rank: i
         flat[f"meta_r{rank}"] = pickle.dumps(rest)
         groups = None
     else:
-        full = optimizer.state_dict()  # consolidated: a collective for ZeRO
+        full = full or optimizer.state_dict()  # consolidated: a collective for ZeRO
         for i, state in full["state"].items():
             for name, value in state.items():
                 flat[f"optim/{i}/{name}"] = value
         groups = full["param_groups"]
-    meta = {"step": step, "world_size": world_size, "sharded": sharded, "param_groups": groups}
+    meta = {"step": step, "world_size": world_size, "sharded": sharded, "param_groups": groups,
+            "zero3": zero3}  # fmt: skip
     flat["meta"] = pickle.dumps(meta)
     return flat
 
 
-def _nest(flat: dict[str, Any], prefix: str) -> dict[int, dict[str, Any]]:
-    state: dict[int, dict[str, Any]] = {}
+def _nest(flat: dict[str, Any], prefix: str) -> dict[Any, dict[str, Any]]:
+    """``prefix/<index or name>/<state>`` entries back into ``{index or name: {state: value}}``."""
+    state: dict[Any, dict[str, Any]] = {}
     for key, value in flat.items():
         if key.startswith(prefix + "/"):
             i, name = key[len(prefix) + 1 :].split("/", 1)
-            state.setdefault(int(i), {})[name] = value
+            state.setdefault(int(i) if i.isdigit() else i, {})[name] = value
     return state
 
 
@@ -101,7 +107,7 @@ def save_checkpoint(
     rank, world_size = _rank(group)
     if not isinstance(step, int) or step < 0:
         raise ValueError(f"step must be an int >= 0, got {step!r}")
-    _check(model, optimizer)
+    _check(model, optimizer, sharded)
     root = Path(path)
     name = f"step_{step:08d}"
     tmp, final = root / f".tmp-{name}", root / name
@@ -164,8 +170,16 @@ def load_checkpoint(
         else:
             template[key] = b""  # a pickled value: DCP puts what it reads in its place
     dcp.load(template, checkpoint_id=ckpt, process_group=group)
-    model.load_state_dict({k[len("model/") :]: v for k, v in template.items()
-                           if k.startswith("model/")})  # fmt: skip
+    model_sd = {k[len("model/") :]: v for k, v in template.items() if k.startswith("model/")}
+    zero3 = meta.get("zero3", False)
+    if zero3 != hasattr(model, "zero3"):
+        raise ValueError(f"{ckpt} was saved {'with' if zero3 else 'without'} apply_zero3: "
+                         "load it into a model built the same way")  # fmt: skip
+    if zero3:
+        optim = {"state": _nest(template, "optim"), "param_groups": meta["param_groups"]}
+        model.load_zero3_state_dict(model_sd, optim, optimizer)
+        return meta["step"]
+    model.load_state_dict(model_sd)
     if meta["sharded"]:
         local = pickle.loads(template[f"meta_r{rank}"])
         local["optimizer"]["state"] = _nest(template, f"optim_r{rank}")

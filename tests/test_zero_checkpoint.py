@@ -131,12 +131,44 @@ def test_data_parallel_with_a_torch_optimizer_resumes_on_fewer_ranks(tmp_path):
                       tolerance=TIGHT)  # fmt: skip
 
 
+def _zero3_rank(rank: int, world_size: int, path: str, stop: int, resume: bool) -> dict:
+    torch.manual_seed(0)
+    model = apply_zero3(_toy())
+    opt = torch.optim.AdamW(model.parameters(), **ADAMW)  # over the local shards
+    start = load_checkpoint(path, model, opt) if resume else 0
+    run = run_training(model, opt, make_batches(VOCAB, GBS, SEQ, STEPS)[start:stop], rank=rank,
+                       world_size=world_size,
+                       weights=lambda m, o: m.gather_full_params())  # fmt: skip
+    if not resume:
+        save_checkpoint(path, model, opt, step=stop)
+    return {"start": start, "run": run}
+
+
+def test_apply_zero3_saved_on_4_ranks_resumes_on_2_and_on_4(tmp_path):
+    """Catches a ZeRO-3 checkpoint that keeps one rank's shards (DCP writes a name once) or
+    cuts them back at the wrong offsets: apply_zero3 + AdamW resumed on 4 ranks is bit-identical
+    to the uninterrupted run, resumed on 2 fp32-tight to one process."""
+    full = launch(_zero3_rank, 4, str(tmp_path / "none"), STEPS, False)
+    launch(_zero3_rank, 4, str(tmp_path), 2, False)
+    same = launch(_zero3_rank, 4, str(tmp_path), STEPS, True)
+    fewer = launch(_zero3_rank, 2, str(tmp_path), STEPS, True)
+    assert [r["start"] for r in same + fewer] == [2] * 6
+    for a, b in zip(full, same):
+        for name, w in a["run"].weights.items():
+            assert torch.equal(w, b["run"].weights[name]), name
+    assert_runs_match([r["run"] for r in fewer], _reference(), check=("weights",), tolerance=TIGHT)
+
+
 def _zero3_refused(rank: int, world_size: int, path: str) -> list[str]:
     errors = []
     model = apply_zero3(_toy())
     opt = torch.optim.AdamW(model.parameters())
-    for call in (lambda: save_checkpoint(path, model, opt, step=1),
-                 lambda: save_checkpoint(path, _toy(), opt, step=-1)):  # fmt: skip
+    stage3 = STAGES[3](_toy())
+    for call in (
+        lambda: save_checkpoint(path, model, opt, step=1, sharded=True),
+        lambda: save_checkpoint(path, _toy(), stage3, step=1),
+        lambda: save_checkpoint(path, _toy(), opt, step=-1),
+    ):
         try:
             call()
         except ValueError as e:
@@ -144,10 +176,12 @@ def _zero3_refused(rank: int, world_size: int, path: str) -> list[str]:
     return errors
 
 
-def test_zero3_and_bad_steps_are_refused(tmp_path):
-    """Catches a ZeRO-3 checkpoint that DCP would deduplicate as if every rank held the same
-    tensors (every rank's shard has the same name): refused, as is a negative step."""
+def test_zero3_sharded_and_bad_steps_are_refused(tmp_path):
+    """Catches a ZeRO-3 state that DCP would deduplicate as if every rank held the same tensors
+    (every rank's shard has the same name): a sharded apply_zero3 checkpoint and the ZeroStage3
+    optimizer are refused, as is a negative step."""
     errors = launch(_zero3_refused, 2, str(tmp_path))[0]
-    assert len(errors) == 2 and "ZeRO-3" in errors[0] and "step must be" in errors[1]
+    assert len(errors) == 3 and all("ZeRO-3" in e for e in errors[:2]), errors
+    assert "step must be" in errors[2]
     with pytest.raises(ValueError, match="launch"):
         save_checkpoint(tmp_path, _toy(), None, step=0)

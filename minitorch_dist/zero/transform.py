@@ -71,14 +71,58 @@ class Zero3Module:
 
     zero3: _Engine
 
+    def _gather(self, unit: FlatUnit, shard: torch.Tensor) -> list[torch.Tensor]:
+        """Every rank's (S,) piece of one unit-wide tensor, gathered and cut per parameter."""
+        flat = shard.detach().new_empty(unit.padded_numel)
+        all_gather_into_tensor(flat, shard.detach().contiguous(), group=self.zero3.group)
+        return [view.clone() for view in unit.views(flat)]  # (N*S,) cut into the parameters
+
     def _gather_flat(self, pick: Callable[[FlatUnit], torch.Tensor]) -> dict[str, torch.Tensor]:
-        out = {}
+        return {n: t for u in self.zero3.units for n, t in zip(u.names, self._gather(u, pick(u)))}
+
+    def zero3_state_dict(self, optimizer: Any = None) -> tuple[dict, dict | None]:
+        """The model's state with every sharded parameter whole under its original name (frozen
+        parameters and buffers as they are), and ``optimizer``'s state (an optimizer over
+        ``self.parameters()``) whole per original name: what loads on any number of ranks."""
+        model = {k: v for k, v in self.state_dict().items() if not k.endswith(SHARD)}
+        model.update(self.gather_full_params())
+        if optimizer is None:
+            return model, None
+        state: dict[str, dict[str, Any]] = {}
         for u in self.zero3.units:
-            shard = pick(u).detach()
-            flat = shard.new_empty(u.padded_numel)
-            all_gather_into_tensor(flat, shard.contiguous(), group=self.zero3.group)  # (N*S,)
-            out.update({name: view.clone() for name, view in zip(u.names, u.views(flat))})
-        return out
+            for key, value in optimizer.state.get(u.master, {}).items():
+                elementwise = isinstance(value, torch.Tensor) and key != "step"
+                pieces = self._gather(u, value) if elementwise else [value] * len(u.names)
+                for name, piece in zip(u.names, pieces):
+                    state.setdefault(name, {})[key] = piece
+        return model, {"state": state, "param_groups": optimizer.state_dict()["param_groups"]}
+
+    @torch.no_grad()
+    def load_zero3_state_dict(self, model: dict, optim: dict | None = None,
+                              optimizer: Any = None) -> None:  # fmt: skip
+        """Load what :meth:`zero3_state_dict` returned (on any number of ranks): each rank
+        keeps its shard. No communication."""
+        engine, names = self.zero3, set()
+        index = {}
+        if optimizer is not None:
+            params = [p for g in optimizer.param_groups for p in g["params"]]
+            index = {id(p): i for i, p in enumerate(params)}
+        state = {}
+        for u in engine.units:
+            lo, hi = u.shard_range(engine.rank)
+            u.master.copy_(_shard_of(u, [model[n] for n in u.names], lo, hi))
+            names.update(u.names)
+            per = [optim["state"].get(n, {}) for n in u.names] if optim else []
+            first = next((s for s in per if s), None)
+            if first is not None:
+                state[index[id(u.master)]] = {
+                    k: _shard_of(u, [s.get(k) for s in per], lo, hi)
+                    if isinstance(v, torch.Tensor) and k != "step" else v
+                    for k, v in first.items()
+                }  # fmt: skip
+        self.load_state_dict({k: v for k, v in model.items() if k not in names}, strict=False)
+        if optimizer is not None and optim is not None:
+            optimizer.load_state_dict({"state": state, "param_groups": optim["param_groups"]})
 
     def gather_full_params(self) -> dict[str, torch.Tensor]:
         """Every trainable parameter, whole, by its original name (from the fp32 shards)."""
@@ -101,6 +145,16 @@ class Zero3Module:
                 if a < b:
                     out[name] = (u.grad_shard[a - lo : b - lo], (a - offset, b - offset))
         return out
+
+
+def _shard_of(unit: FlatUnit, whole: list, lo: int, hi: int) -> torch.Tensor:
+    """This rank's (S,) piece of per-parameter tensors laid end to end (None: zeros)."""
+    ref = next(t for t in whole if t is not None)
+    flat = torch.zeros(unit.padded_numel, dtype=ref.dtype, device=ref.device)  # (N*S,)
+    for t, offset, n in zip(whole, unit.offsets, unit.numels):
+        if t is not None:
+            flat[offset : offset + n].copy_(t.reshape(-1))
+    return flat[lo:hi].clone()
 
 
 def _cast_inputs(dtype: torch.dtype, module: nn.Module, args: Any, kwargs: Any) -> Any:
