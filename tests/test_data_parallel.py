@@ -343,3 +343,106 @@ def test_comm_counter_sees_torch_ddp_all_reduce_on_cpu() -> None:
     n, nbytes = 2, 212 * 4
     for steps in launch(_torch_ddp_counted, n):
         assert [s["all_reduce"] for s in steps] == [collective_bytes("all_reduce", nbytes, n)] * 3
+
+
+# -- torch's options: given plumbing, not graded --------------------------------------------
+class Branchy(nn.Module):
+    """Rows whose first token is 0 go through ``extra``; ``never`` is used by no row. A rank
+    whose rows all miss the branch gets no gradient for ``extra`` (torch's unused parameter)."""
+
+    def __init__(self, vocab: int = 16, hidden: int = 8) -> None:
+        super().__init__()
+        self.embed = nn.Embedding(vocab, hidden)
+        self.extra = nn.Linear(hidden, hidden)
+        self.never = nn.Linear(hidden, hidden)
+        self.head = nn.Linear(hidden, vocab)
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        x = self.embed(tokens)  # (b, s, h)
+        chosen = tokens[:, 0] == 0  # (b,): rows that take the branch
+        if chosen.any():
+            x = torch.where(chosen[:, None, None], x + self.extra(x), x)
+        return self.head(x)  # (b, s, vocab)
+
+
+def _branchy_batches() -> list:
+    """4 rows a step; rows 0-1 (rank 0's of 2) take the branch, rows 2-3 (rank 1's) do not."""
+    gen = torch.Generator().manual_seed(3)
+    batches = []
+    for _ in range(STEPS):
+        x = torch.randint(1, 16, (4, SEQ), generator=gen)
+        x[:2, 0] = 0
+        batches.append((x, torch.randint(0, 16, (4, SEQ), generator=gen)))
+    return batches
+
+
+class _FinishAgain:
+    """The optimizer of a torch user who calls ``finish_gradient_synchronization()`` once more
+    between backward and step (the wrappers already did it at the end of backward)."""
+
+    def __init__(self, ddp: nn.Module, opt: torch.optim.Optimizer, counters: list) -> None:
+        self.ddp, self.opt, self.counters = ddp, opt, counters
+
+    def zero_grad(self) -> None:
+        self.opt.zero_grad()
+
+    def step(self) -> None:
+        with CommCounter() as cc:
+            self.ddp.finish_gradient_synchronization()
+        self.counters.append(dict(cc.calls))
+        self.opt.step()
+
+
+def _train_options(rank: int, world_size: int, variant: str, cap_mb: float | None) -> dict:
+    torch.manual_seed(0)
+    model = Branchy()
+    if variant == "naive":
+        ddp = DataParallelNaive(model, find_unused_parameters=True)
+    else:
+        ddp = DataParallelBucket(model, bucket_cap_mb=cap_mb, find_unused_parameters=True)
+    counters: list = []
+    opt = _FinishAgain(ddp, torch.optim.SGD(model.parameters(), lr=0.5, momentum=0.9), counters)
+    run = run_training(ddp, opt, _branchy_batches(), rank=rank, world_size=world_size,
+                       loss_fn=cross_entropy, grads=lambda m, o: param_grads(model),
+                       weights=lambda m, o: _state(model))  # fmt: skip
+    keys = list(ddp.state_dict()) == list(model.state_dict())
+    ddp.load_state_dict({k: torch.zeros_like(v) for k, v in ddp.state_dict().items()})
+    zeroed = not any(v.any() for v in model.state_dict().values())
+    buckets = len(ddp.buckets) if variant == "bucketed" else None
+    return {"run": run, "again": counters, "keys": keys, "zeroed": zeroed, "buckets": buckets}
+
+
+@pytest.mark.parametrize(("variant", "cap_mb"), [("naive", None), ("bucketed", 1e-5),
+                                                 ("bucketed", None)])  # fmt: skip
+def test_unused_parameters_a_second_finish_and_one_bucket(variant: str, cap_mb: float | None):
+    """Catches a parameter unused on one rank that hangs or breaks the step (find_unused:
+    zeros from that rank, the one-process gradient after averaging), a parameter no rank used
+    that gets a zero gradient (so momentum and weight decay would move it), a second
+    finish_gradient_synchronization() that communicates or raises, bucket_cap_mb=None that is
+    not one bucket, and state_dict keys prefixed with ``module.``."""
+    ref = reference_run(Branchy, lambda ps: torch.optim.SGD(ps, lr=0.5, momentum=0.9),
+                        _branchy_batches(), weights=_state)  # fmt: skip
+    assert "extra.weight" in ref.grads and "never.weight" not in ref.grads  # the premise
+    results = launch(_train_options, 2, variant, cap_mb)
+    assert_runs_match([r["run"] for r in results], ref, outputs=lambda rank: Shard(0, rank, 2),
+                      tolerance=TIGHT)  # fmt: skip
+    for r in results:
+        assert r["again"] == [{}] * STEPS  # the second call sent nothing
+        assert r["keys"] and r["zeroed"]
+        if cap_mb is None and variant == "bucketed":
+            assert r["buckets"] == 1
+
+
+def _unused_without_the_flag(rank: int, world_size: int) -> None:
+    torch.manual_seed(0)
+    model = DataParallelBucket(Branchy())
+    x, y = _branchy_batches()[0]
+    cross_entropy(model(x[2 * rank : 2 * rank + 2]), y[2 * rank : 2 * rank + 2]).backward()
+
+
+def test_unused_parameter_without_the_flag_names_it():
+    """Catches a silent wrong step when a parameter gets no gradient and the user did not ask
+    for find_unused_parameters: the error names the parameter and the option."""
+    with pytest.raises(Exception, match="find_unused_parameters=True") as err:
+        launch(_unused_without_the_flag, 2)
+    assert "never.weight" in str(err.value)

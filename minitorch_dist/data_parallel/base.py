@@ -11,6 +11,11 @@ Both wrappers of this package (``DataParallelNaive`` and ``DataParallelBucket``)
     loss_fn(model(x), y).backward()   # returns with every .grad averaged over the ranks
     optimizer.step()
 
+with torch's options where they make sense: ``find_unused_parameters=True`` (a parameter that
+gets no gradient on a rank contributes zeros), ``bucket_cap_mb=None`` (one bucket), a second
+``finish_gradient_synchronization()`` after backward is a no-op, and ``state_dict`` /
+``load_state_dict`` are the wrapped module's.
+
 This base class registers a hook on every trainable parameter that fires once its gradient has
 been accumulated into ``.grad`` (``register_post_accumulate_grad_hook``). The first hook of a
 backward pass queues a callback that autograd runs when the whole backward pass is done; the
@@ -31,6 +36,8 @@ import torch
 import torch.distributed as dist
 from torch import nn
 from torch.autograd import Variable
+
+from minitorch_dist.checks import check_bool
 
 __all__ = ["DataParallelBase", "Timeline", "replicas_agree", "trainable_parameters"]
 
@@ -64,8 +71,15 @@ class Timeline:
 class DataParallelBase(nn.Module):
     """A module wrapper whose ``backward`` ends with gradients averaged over ``group``."""
 
-    def __init__(self, module: nn.Module, group: dist.ProcessGroup | None = None) -> None:
+    def __init__(
+        self,
+        module: nn.Module,
+        group: dist.ProcessGroup | None = None,
+        *,
+        find_unused_parameters: bool = False,
+    ) -> None:
         super().__init__()
+        check_bool("find_unused_parameters", find_unused_parameters)
         if not isinstance(module, nn.Module):
             raise ValueError(f"module must be a torch.nn.Module, got {type(module).__name__}")
         if not (dist.is_available() and dist.is_initialized()):
@@ -81,7 +95,10 @@ class DataParallelBase(nn.Module):
         self.params = trainable_parameters(module)
         self._index = {id(p): i for i, p in enumerate(self.params)}
         self._names = {id(p): name for name, p in module.named_parameters()}
+        self.find_unused_parameters = find_unused_parameters
         self._callback_queued = False
+        self._synced = False  # this backward pass's gradients are synchronised already
+        self._globally_unused: list[nn.Parameter] = []
         self._handles = [p.register_post_accumulate_grad_hook(self._hook) for p in self.params]
 
     def forward(self, *args: Any, **kwargs: Any) -> Any:
@@ -109,6 +126,54 @@ class DataParallelBase(nn.Module):
     def _grad_ready(self, param: nn.Parameter) -> None:
         """Called when ``param.grad`` holds this backward's gradient; default: nothing."""
 
+    def state_dict(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        """The wrapped module's state dict (its own keys, without a ``module.`` prefix)."""
+        return self.module.state_dict(*args, **kwargs)
+
+    def load_state_dict(self, state_dict: Any, strict: bool = True, assign: bool = False) -> Any:
+        """Load into the wrapped module (keys as :meth:`state_dict` gives them)."""
+        return self.module.load_state_dict(state_dict, strict=strict, assign=assign)
+
+    # -- given plumbing around each wrapper's synchronisation ---------------------------------
+    def _locally_used(self) -> list[bool]:
+        """Whether each of ``params`` got a gradient on this rank in this backward pass."""
+        return [p.grad is not None for p in self.params]
+
+    def _fill_unused(self, used: list[bool]) -> None:
+        """Give each parameter this rank did not use a zero gradient (before the all-reduce)."""
+        for p, u in zip(self.params, used):
+            if not u:
+                p.grad = torch.zeros_like(p)
+
+    def _start_sync(self) -> bool:
+        """Before a synchronisation: False if this backward pass's gradients are synchronised
+        already (a second call is a no-op). Parameters without a gradient on this rank are an
+        error, or with ``find_unused_parameters=True`` contribute zeros; those no rank used
+        keep ``.grad = None`` afterwards, as under torch's DDP (a small all-reduce of the
+        used-flags tells, after every rank has launched the same collectives)."""
+        if self._synced:
+            return False
+        used = self._locally_used()
+        if not all(used) and not self.find_unused_parameters:
+            missing = [self.name_of(p) for p, u in zip(self.params, used) if not u]
+            raise RuntimeError(
+                f"no gradient for {missing}: every trainable parameter must take part in the "
+                "loss (freeze the others with requires_grad_(False), or pass "
+                "find_unused_parameters=True)"
+            )
+        if self.find_unused_parameters:
+            self._fill_unused(used)
+            flags = torch.tensor(used, dtype=torch.float32, device=self.params[0].device)
+            dist.all_reduce(flags, group=self.group)  # how many ranks used each parameter
+            self._globally_unused = [p for p, n in zip(self.params, flags.tolist()) if n == 0]
+        return True
+
+    def _end_sync(self) -> None:
+        for p in self._globally_unused:
+            p.grad = None
+        self._globally_unused = []
+        self._synced = True
+
     def name_of(self, param: nn.Parameter) -> str:
         return self._names.get(id(param), f"parameter {self._index.get(id(param), '?')}")
 
@@ -128,6 +193,7 @@ class DataParallelBase(nn.Module):
         self._record("grad", self._index[id(param)])
         if not self._callback_queued:  # once per backward pass: synchronise when it ends
             self._callback_queued = True
+            self._synced = False
             Variable._execution_engine.queue_callback(self._after_backward)
         self._grad_ready(param)
 

@@ -97,21 +97,26 @@ class DataParallelBucket(DataParallelBase):
     reaches the cap, so its buckets still differ from ours a little. State during a backward
     pass: ``buckets[b].ready`` marks the gradients already copied in, ``_next`` counts the
     buckets launched so far (always a prefix: bucket 0, 1, ...), ``buckets[b].work`` holds the
-    handle of a launched all-reduce.
+    handle of a launched all-reduce. ``bucket_cap_mb=None``: one bucket.
     """
 
     def __init__(
         self,
         module: nn.Module,
         *,
-        bucket_cap_mb: float = 25.0,
+        bucket_cap_mb: float | None = 25.0,
         first_bucket_cap_mb: float = 1.0,
         group: dist.ProcessGroup | None = None,
+        find_unused_parameters: bool = False,
     ) -> None:
-        check_positive("bucket_cap_mb", bucket_cap_mb)
+        if bucket_cap_mb is not None:
+            check_positive("bucket_cap_mb", bucket_cap_mb)
         check_positive("first_bucket_cap_mb", first_bucket_cap_mb)
-        super().__init__(module, group)
+        super().__init__(module, group, find_unused_parameters=find_unused_parameters)
         broadcast_parameters(module, group)
+        if bucket_cap_mb is None:  # one bucket (per dtype and device): the first one too
+            total = sum(p.numel() * p.element_size() for p in self.params)
+            bucket_cap_mb = first_bucket_cap_mb = max(1, total) / 2**20
         self.bucket_cap_bytes = max(1, int(bucket_cap_mb * 2**20))
         first_cap = min(self.bucket_cap_bytes, max(1, int(first_bucket_cap_mb * 2**20)))
         order = self.params[::-1]  # gradients arrive roughly last layer first (Li et al., §3.2.3)
@@ -163,17 +168,8 @@ class DataParallelBucket(DataParallelBase):
         ``gradient_as_bucket_view=True`` does: no copy back, and the gradient tensors autograd
         allocated are freed. Then reset the bucket state for the next step.
         """
-        if self._next < len(self.buckets):
-            missing = [
-                self.name_of(p)
-                for bucket in self.buckets[self._next :]
-                for p, ready in zip(bucket.params, bucket.ready)
-                if not ready
-            ]
-            raise RuntimeError(
-                f"no gradient for {missing}: every trainable parameter must take part in the "
-                "loss (freeze the others with requires_grad_(False))"
-            )
+        if not self._start_sync():  # given: already done (a no-op), or unused parameters
+            return
         # BEGIN SOLUTION lab05.3: wait for each bucket, average it, point the grads at their slots
         for bucket in self.buckets:
             bucket.work.wait()
@@ -184,3 +180,19 @@ class DataParallelBucket(DataParallelBase):
             bucket.work = None
         self._next = 0
         # END SOLUTION
+        self._end_sync()
+
+    def _locally_used(self) -> list[bool]:
+        return [self.buckets[b].ready[i] for b, i in (self._where[id(p)] for p in self.params)]
+
+    def _fill_unused(self, used: list[bool]) -> None:
+        """Zeros in the slots of the gradients that never came; launch the buckets left, in
+        order (every rank launches the same all-reduces in the same order)."""
+        for p, u in zip(self.params, used):
+            if not u:
+                b, i = self._where[id(p)]
+                self.buckets[b].slot(i).zero_()
+                self.buckets[b].ready[i] = True
+        while self._next < len(self.buckets):
+            self._launch(self._next)
+            self._next += 1

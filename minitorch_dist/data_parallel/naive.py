@@ -46,20 +46,23 @@ class DataParallelNaive(DataParallelBase):
     ``no_sync()`` it leaves them local, for gradient accumulation.
     """
 
-    def __init__(self, module: nn.Module, group: dist.ProcessGroup | None = None) -> None:
-        super().__init__(module, group)
+    def __init__(
+        self,
+        module: nn.Module,
+        group: dist.ProcessGroup | None = None,
+        *,
+        find_unused_parameters: bool = False,
+    ) -> None:
+        super().__init__(module, group, find_unused_parameters=find_unused_parameters)
         broadcast_parameters(module, group)
 
     def finish_gradient_synchronization(self) -> None:
         """All-reduce (sum) every trainable parameter's ``.grad``, then divide it by ``n``."""
-        missing = [self.name_of(p) for p in self.params if p.grad is None]
-        if missing:
-            raise RuntimeError(
-                f"no gradient for {missing}: every trainable parameter must take part in the "
-                "loss (freeze the others with requires_grad_(False))"
-            )
+        if not self._start_sync():  # given: already done (a no-op), or unused parameters
+            return
         # BEGIN SOLUTION lab05.2: all-reduce every gradient and divide by the number of ranks
         for p in self.params:
             dist.all_reduce(p.grad, op=dist.ReduceOp.SUM, group=self.group)  # sum over ranks
             p.grad.div_(self.world_size)  # ... mean over ranks
         # END SOLUTION
+        self._end_sync()

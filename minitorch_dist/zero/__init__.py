@@ -1,8 +1,8 @@
 """ZeRO: data parallelism without the redundancy (chapter 6, lab 6).
 
 Rajbhandari et al. 2020 ("ZeRO: Memory Optimizations Toward Training Trillion Parameter Models")
-shard the model states over the N data-parallel ranks in three stages, each a drop-in optimizer
-with the interface of ``torch.optim.Adam``:
+shard the model states over the N data-parallel ranks in three stages, each a ``torch.optim``
+optimizer shaped like torch's ``ZeroRedundancyOptimizer`` (any ``torch.optim`` class inside):
 
     sharding    flat, padded buffers cut into N shards; units of parameters (shared helper)
     stage0      plain data parallelism, the baseline                         16 Psi per rank
@@ -10,17 +10,22 @@ with the interface of ``torch.optim.Adam``:
     stage2      gradients reduce-scattered into shards (lab06.2)        4 Psi + 12 Psi / N
     stage3      parameters gathered on demand, freed after use, prefetched (lab06.3)  16 Psi / N
     offload     optimizer states and the update in CPU memory, ZeRO-Offload (lab06.4)
+    state       full (consolidated, any world size) and local (sharded) state dicts
+    transform   apply_zero3(model): stage 3 as a module transform (FSDP2's fully_shard)
     measure     per-rank bytes and bytes communicated, on emulated ranks and on fake ones
     train       training on emulated ranks against the single-process Adam reference
 
-    opt = zero_optimizer(model, stage=3, lr=1e-3)
-    loss.backward(); opt.step(); opt.zero_grad()
+    opt = ZeroStage2(model.parameters(), torch.optim.AdamW, lr=1e-3, weight_decay=0.1)
+    loss.backward(); opt.step(); opt.zero_grad()       # a torch.optim.Optimizer: schedulers work
+    opt = zero_optimizer(model, stage=3, lr=1e-3)      # stage 3 wraps the module
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
+import torch
 from torch import nn
 
 from minitorch_dist.checks import check_choice
@@ -37,6 +42,7 @@ from minitorch_dist.zero.stage0 import ZeroStage0
 from minitorch_dist.zero.stage1 import ZeroStage1
 from minitorch_dist.zero.stage2 import ZeroStage2
 from minitorch_dist.zero.stage3 import ZeroStage3
+from minitorch_dist.zero.transform import MixedPrecision, Zero3Module, apply_zero3
 
 STAGES = {0: ZeroStage0, 1: ZeroStage1, 2: ZeroStage2, 3: ZeroStage3}
 
@@ -44,11 +50,14 @@ __all__ = [
     "STAGES",
     "CpuOffloadAdam",
     "FlatUnit",
+    "MixedPrecision",
     "ZeroOptimizer",
     "ZeroStage0",
     "ZeroStage1",
     "ZeroStage2",
     "ZeroStage3",
+    "Zero3Module",
+    "apply_zero3",
     "build_units",
     "default_unit_modules",
     "shard_numel",
@@ -57,9 +66,14 @@ __all__ = [
 ]
 
 
-def zero_optimizer(model: nn.Module, stage: int, **kwargs: Any) -> ZeroOptimizer:
-    """The ZeRO optimizer of ``stage`` (0-3) for ``model``; ``kwargs`` go to its constructor
-    (``lr``, ``betas``, ``eps``, ``weight_decay``, ``group``, ``units``, ``offload``, and
-    ``prefetch`` for stage 3)."""
+def zero_optimizer(
+    model: nn.Module | Iterable[torch.Tensor] | Iterable[dict[str, Any]],
+    stage: int,
+    optimizer_class: type[torch.optim.Optimizer] = torch.optim.Adam,
+    **kwargs: Any,
+) -> ZeroOptimizer:
+    """The ZeRO optimizer of ``stage`` (0-3) for ``model`` (a module; at stages 0-2 also its
+    parameters or param groups); ``kwargs`` go to its constructor (``group``, ``units``,
+    ``offload``, ``prefetch`` for stage 3, and the optimizer's own: ``lr``, ``weight_decay``...)."""
     check_choice("stage", stage, STAGES)
-    return STAGES[stage](model, **kwargs)
+    return STAGES[stage](model, optimizer_class, **kwargs)

@@ -1,13 +1,13 @@
 """What every ZeRO stage shares: construction, the step, and what a rank holds.
 
-    opt = ZeroStage2(model, lr=1e-3)     # the same model (same seed) on every rank
+    opt = ZeroStage2(model.parameters(), torch.optim.AdamW, lr=1e-3)  # same model on every rank
     cross_entropy(model(x), y).backward()  # x: this rank's micro-batch
     opt.step()
     opt.zero_grad()
 
 Each stage is data parallelism: every rank runs its own micro-batch through the whole model, and
-the result is that of one process running ``torch.optim.Adam`` on the whole batch. The stages
-differ in which model states a rank keeps whole and which only as its 1/N shard (Rajbhandari et
+the result is that of one process running the optimizer class (``torch.optim.Adam`` by default,
+AdamW, SGD...) on the whole batch. The stages differ in which model states a rank keeps whole and which only as its 1/N shard (Rajbhandari et
 al. 2020, section 5; bytes per rank for fp32 Adam, N ranks, Psi parameters):
 
     stage  parameters  gradients  Adam's m, v   bytes per rank
@@ -17,8 +17,8 @@ al. 2020, section 5; bytes per rank for fp32 Adam, N ranks, Psi parameters):
     3      shard       shard      shard         16 Psi / N                  (P_os+g+p)
 
 A step is three moves, which each stage fills in: ``_reduce_gradients`` (average the gradients
-over the ranks, keeping what this rank needs), ``optimizer.step()`` (torch's own Adam, run on this
-rank's shards only, so the arithmetic is exactly that of the single-process reference), and
+over the ranks, keeping what this rank needs), ``optimizer.step()`` (torch's own optimizer, run on
+this rank's shards only, so the arithmetic is exactly that of the single-process reference), and
 ``_gather_parameters`` (give every rank the updated parameters it keeps). With ``offload=True``
 the middle move runs on the CPU (:mod:`minitorch_dist.zero.offload`, ZeRO-Offload). What a stage
 keeps between steps (``_kept_params``, ``_kept_grads``) and sends (``comm_payloads``) it says
@@ -29,7 +29,7 @@ gradient reduction, :class:`~minitorch_dist.zero.stage2.UnitwiseGradients`.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 import torch
@@ -47,61 +47,123 @@ def _tensors(tree: Any) -> list[torch.Tensor]:
     return [t for t in tree_leaves(tree) if isinstance(t, torch.Tensor)]
 
 
-class ZeroOptimizer:
-    """Adam over data-parallel ranks with ZeRO stage :attr:`stage` (see the module docstring).
+class ZeroOptimizer(torch.optim.Optimizer):
+    """A ``torch.optim`` optimizer over data-parallel ranks with ZeRO stage :attr:`stage` (see
+    the module docstring), shaped like torch's ``ZeroRedundancyOptimizer``:
 
-    ``model`` must be identical on every rank of ``group`` (the default group when None) and have
-    its trainable parameters on one device, in one floating dtype. ``units`` lists the modules
-    whose parameters are flattened and communicated together, or is a function of the model that
-    returns them (default: every top-level block,
-    :func:`~minitorch_dist.zero.sharding.default_unit_modules`). Adam's hyper-parameters are
-    those of ``torch.optim.Adam``. ``offload=True`` keeps the optimizer states, an fp32 master
-    copy of this rank's shard, and the update in CPU memory (ZeRO-Offload, Ren et al. 2021).
+        opt = ZeroStage1(model.parameters(), torch.optim.AdamW, lr=1e-3, weight_decay=0.1)
+        sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda step: 1 / (1 + step))
+
+    ``params`` is what torch's optimizers take (tensors, or dicts of param groups, identical on
+    every rank of ``group``, WORLD when None) or a module (its trainable parameters, one group).
+    ``optimizer_class`` (any ``torch.optim.Optimizer`` whose states are elementwise: SGD, Adam,
+    AdamW, ...) runs with ``optimizer_kwargs`` on this rank's shards only; ``param_groups`` are
+    the user's, and their hyper-parameters (a scheduler's ``lr``) are copied to the shards'
+    groups before every step. Trainable parameters share one device and one floating dtype;
+    frozen ones (``requires_grad=False``) are left alone.
+
+    Units (parameters flattened and communicated together): with a module, every top-level
+    block, or ``units`` (modules, or a function of the model returning them); with parameters,
+    one unit per param group (as DeepSpeed flattens each group). ``offload=True`` keeps the
+    optimizer states, an fp32 master copy of this rank's shard and the update in CPU memory
+    (ZeRO-Offload, Ren et al. 2021; ``torch.optim.Adam`` and one param group only).
+
+    ``state_dict()`` is the full state, consolidated over the ranks in the format of the same
+    optimizer class on one process (a collective: every rank calls it), so it loads on any
+    number of ranks; ``local_state_dict()`` is this rank's shard only. torch's step hooks fire
+    on the inner optimizer's step, not on this one (memory trackers see what they saw before).
     """
 
     stage = -1  # set by each subclass
 
     def __init__(
         self,
-        model: nn.Module,
+        params: Iterable[torch.Tensor] | Iterable[dict[str, Any]] | nn.Module,
+        optimizer_class: type[torch.optim.Optimizer] = torch.optim.Adam,
         *,
-        lr: float = 1e-3,
-        betas: tuple[float, float] = (0.9, 0.999),
-        eps: float = 1e-8,
-        weight_decay: float = 0.0,
         group: dist.ProcessGroup | None = None,
         units: Sequence[nn.Module] | Callable[[nn.Module], Sequence[nn.Module]] | None = None,
         offload: bool = False,
+        **optimizer_kwargs: Any,
     ) -> None:
-        if not isinstance(model, nn.Module):
-            raise ValueError(f"model must be an nn.Module, got {type(model).__name__}")
-        if not lr >= 0 or not eps >= 0 or not weight_decay >= 0:
+        if not (isinstance(optimizer_class, type)
+                and issubclass(optimizer_class, torch.optim.Optimizer)):  # fmt: skip
             raise ValueError(
-                f"lr, eps and weight_decay must be >= 0, got {lr}, {eps}, {weight_decay}"
+                f"optimizer_class must be a torch.optim.Optimizer subclass, got {optimizer_class!r}"
             )
-        if len(betas) != 2 or not all(0 <= b < 1 for b in betas):
-            raise ValueError(f"betas must be two numbers in [0, 1), got {betas!r}")
         check_bool("offload", offload)
+        if offload and optimizer_class is not torch.optim.Adam:
+            raise ValueError("offload=True runs torch.optim.Adam on the CPU: use that class")
         if not (dist.is_available() and dist.is_initialized()):
             raise ValueError("ZeRO needs an initialised process group: run under launch()")
-        self.model, self.group, self.offload = model, group, offload
+        self.group, self.offload, self.optimizer_class = group, offload, optimizer_class
         self.rank, self.world_size = dist.get_rank(group), dist.get_world_size(group)
-        self.units: list[FlatUnit] = build_units(model, self._shards_per_unit(), units)
-        if not self.units:
+        self.model = params if isinstance(params, nn.Module) else None
+        if self.model is not None:
+            groups: list = [{"params": [p for p in self.model.parameters() if p.requires_grad]}]
+            if not groups[0]["params"]:
+                raise ValueError("the model has no trainable parameters")
+        else:
+            if units is not None:
+                raise ValueError("units= picks modules: pass the model, not its parameters")
+            groups = list(params)
+            if groups and not isinstance(groups[0], dict):
+                groups = [{"params": groups}]
+        # the class checks its own hyper-parameters, before we touch the model
+        defaults = optimizer_class(
+            [torch.zeros(1, requires_grad=True)], **optimizer_kwargs
+        ).defaults
+        super().__init__(groups, defaults)
+        trainable = [[p for p in g["params"] if p.requires_grad] for g in self.param_groups]
+        if not any(trainable):
             raise ValueError("the model has no trainable parameters")
-        kinds = {(p.device, p.dtype) for u in self.units for p in u.params}
+        kinds = {(p.device, p.dtype) for ps in trainable for p in ps}
         if len(kinds) != 1 or not next(iter(kinds))[1].is_floating_point:
             raise ValueError(f"trainable parameters must share one device and float dtype: {kinds}")
-        self.hyper = dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay)
+        if self.model is not None:
+            self.units: list[FlatUnit] = build_units(self.model, self._shards_per_unit(), units)
+            self._unit_group = [0] * len(self.units)
+        else:
+            index = {
+                id(p): i for i, p in enumerate(p for g in self.param_groups for p in g["params"])
+            }
+            self.units, self._unit_group = [], []
+            for g, ps in enumerate(trainable):
+                if ps:
+                    names = [f"param{index[id(p)]}" for p in ps]
+                    self.units.append(FlatUnit(None, f"group{g}", ps, names,
+                                               self._shards_per_unit()))  # fmt: skip
+                    self._unit_group.append(g)
         with torch.no_grad():
             self._setup()
-        shards = [u.shard for u in self.units]
+        self._inner_group = sorted(set(self._unit_group))  # the outer group of each inner one
+        inner = [{**self._hyper(g), "params": [u.shard for u, ug in zip(self.units,
+                  self._unit_group) if ug == g]} for g in self._inner_group]  # fmt: skip
         if offload:
             from minitorch_dist.zero.offload import CpuOffloadAdam
 
-            self.optimizer: Any = CpuOffloadAdam(shards, **self.hyper)
+            if len(inner) != 1:
+                raise ValueError("offload=True takes one param group")
+            adam = {k: inner[0][k] for k in ("lr", "betas", "eps", "weight_decay")}
+            self.optimizer: Any = CpuOffloadAdam(inner[0]["params"], **adam)
         else:
-            self.optimizer = torch.optim.Adam(shards, **self.hyper)
+            self.optimizer = optimizer_class(inner)
+
+    def _hyper(self, g: int) -> dict[str, Any]:
+        return {k: v for k, v in self.param_groups[g].items() if k != "params"}
+
+    def _patch_step_function(self) -> None:
+        """torch wraps ``step`` to fire the global step hooks; only the inner optimizer does here,
+        so a memory tracker files the step's temporaries exactly as it did before."""
+
+    @property
+    def inner(self) -> torch.optim.Optimizer:
+        """The torch optimizer that updates this rank's shards (CPU masters with offload)."""
+        return self.optimizer.optimizer if self.offload else self.optimizer
+
+    def _state_keys(self) -> list[torch.Tensor]:
+        """The tensor the inner optimizer keys each unit's state by (its shard, or master)."""
+        return self.optimizer.masters if self.offload else [u.shard for u in self.units]
 
     # -- the three moves of a step; subclasses fill them in --------------------------------
     def _shards_per_unit(self) -> int:
@@ -119,26 +181,72 @@ class ZeroOptimizer:
     def _gather_parameters(self) -> None:
         """After the update: give this rank the parameters it keeps (nothing at stages 0, 3)."""
 
-    def _zero_grad(self) -> None:
+    def _zero_grad(self, set_to_none: bool) -> None:
         raise NotImplementedError
 
-    @torch.no_grad()
-    def step(self) -> None:
-        """Average the gradients over the ranks, run Adam on this rank's shards, share them."""
-        self._reduce_gradients()
-        self.optimizer.step()
-        self._gather_parameters()
-
-    def zero_grad(self) -> None:
-        """Zero the gradient buffers this rank keeps (they stay allocated, as ZeRO's do)."""
+    def step(self, closure: Callable[[], Any] | None = None) -> Any:
+        """Average the gradients over the ranks, run the optimizer on this rank's shards (with
+        the current hyper-parameters of ``param_groups``), share them. Returns ``closure()``."""
+        loss = None
+        if closure is not None:
+            with torch.enable_grad():
+                loss = closure()
         with torch.no_grad():
-            self._zero_grad()
+            self._reduce_gradients()
+            for g, inner in zip(self._inner_group, self.inner.param_groups):
+                inner.update(self._hyper(g))  # a scheduler changed the user's groups
+            self.optimizer.step()
+            self._gather_parameters()
+        return loss
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        """Zero the gradients this rank keeps; ``p.grad`` becomes None (``set_to_none``, torch's
+        default) or zeros. The flat gradient buffers stay allocated, as ZeRO's do."""
+        with torch.no_grad():
+            self._zero_grad(set_to_none)
+
+    def add_param_group(self, param_group: dict[str, Any]) -> None:
+        if hasattr(self, "optimizer"):  # torch.optim.Optimizer.__init__ adds the first ones
+            raise ValueError("ZeRO shards its param groups when built: pass them all at once")
+        super().add_param_group(param_group)
+
+    # -- state dicts: full (consolidated over the ranks, any world size) or local ---------------
+    def state_dict(self) -> dict[str, Any]:
+        """The whole optimizer state, as ``optimizer_class`` on one process would save it (every
+        rank calls it: it all-gathers the shards of the states)."""
+        from minitorch_dist.zero.state import full_state_dict
+
+        return full_state_dict(self)
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        """Load a full state (from :meth:`state_dict` on any number of ranks, or from a plain
+        ``optimizer_class`` over the same parameters): each rank keeps its shard."""
+        from minitorch_dist.zero.state import load_full_state_dict
+
+        load_full_state_dict(self, state_dict)
+
+    def local_state_dict(self) -> dict[str, Any]:
+        """This rank's shard of the state only (no communication; the same world size to load)."""
+        from minitorch_dist.zero.state import local_state_dict
+
+        return local_state_dict(self)
+
+    def load_local_state_dict(self, state_dict: dict[str, Any]) -> None:
+        """Load what :meth:`local_state_dict` saved on this rank, with the same world size."""
+        from minitorch_dist.zero.state import load_local_state_dict
+
+        load_local_state_dict(self, state_dict)
 
     # -- what this rank holds ---------------------------------------------------------------
     @property
-    def state(self) -> dict:
+    def state(self) -> Any:
         """Optimizer state per shard (Adam's m, v, step; ``master`` when offloaded)."""
-        return self.optimizer.state
+        optimizer = self.__dict__.get("optimizer")
+        return optimizer.state if optimizer is not None else self.__dict__["_outer_state"]
+
+    @state.setter
+    def state(self, value: Any) -> None:  # torch.optim.Optimizer.__init__ sets an empty one
+        self.__dict__["_outer_state"] = value
 
     @contextlib.contextmanager
     def gathered(self) -> Iterator[None]:

@@ -80,7 +80,7 @@ class UnitwiseGradients:
         """Add the rank-averaged gradient of this rank's shard to ``unit.grad_shard`` and free
         the unit's whole gradients (``p.grad = None``). A missing ``p.grad`` counts as zero."""
         # BEGIN SOLUTION lab06.2: flatten the grads, reduce-scatter, average into grad_shard, free them
-        flat = unit.full.new_zeros(unit.padded_numel)  # (N*S,): zero padding
+        flat = unit.grad_shard.new_zeros(unit.padded_numel)  # (N*S,) in the reduce dtype
         for p, view in zip(unit.params, unit.views(flat)):
             if p.grad is not None:
                 view.copy_(p.grad)
@@ -96,8 +96,8 @@ class UnitwiseGradients:
             if u.ready:
                 self._reduce_unit(u)
 
-    def _zero_grad(self) -> None:
-        for u in self.units:
+    def _zero_grad(self, set_to_none: bool) -> None:
+        for u in self.units:  # whole gradients are never kept: p.grad is None either way
             u.grad_shard.zero_()
             for p in u.params:
                 p.grad = None

@@ -57,9 +57,18 @@ class ZeroStage3(UnitwiseGradients, ZeroOptimizer):
 
     stage = 3
 
-    def __init__(self, model: nn.Module, *, prefetch: bool = True, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        model: nn.Module,
+        optimizer_class: type[torch.optim.Optimizer] = torch.optim.Adam,
+        *,
+        prefetch: bool = True,
+        **kwargs: Any,
+    ) -> None:
         self.prefetch = check_bool("prefetch", prefetch)
-        super().__init__(model, **kwargs)
+        if not isinstance(model, nn.Module):
+            raise ValueError("ZeRO-3's hooks gather a module's parameters: pass the model")
+        super().__init__(model, optimizer_class, **kwargs)
 
     def _setup(self) -> None:
         self._accumulators, self._handles = [], []
