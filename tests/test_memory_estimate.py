@@ -213,3 +213,25 @@ def test_format_bytes() -> None:
     assert format_bytes(1536) == "1.5 KiB"
     assert format_bytes(13 * 2**30) == "13.0 GiB"
     assert format_bytes(3 * 2**40) == "3.0 TiB"
+
+
+def test_zero_offload_recipe_moves_the_gradients_too() -> None:
+    """Ren et al. 2021, section 4: ZeRO-Offload keeps only the 16-bit parameters on the device
+    (2 psi) and the 16-bit gradients with the fp32 master weights and Adam states on the CPU
+    (14 psi); our CpuOffloadAdam ("optimizer") keeps the gradients on the device (4 / 12).
+    Catches treating the two as one recipe."""
+    from minitorch_dist.memory import predict
+    from minitorch_dist.models import LlamaConfig
+
+    n = LlamaConfig.from_preset("llama-2-7b").num_params()
+    paper = predict("llama-2-7b", 4096, 1, "full", 0, 1, offload="zero-offload")
+    ours = predict("llama-2-7b", 4096, 1, "full", 0, 1, offload="optimizer")
+    device = lambda r: r["params"] + r["grads"] + r["optimizer"]  # noqa: E731
+    assert (device(paper), paper["cpu"]) == (2 * n, 14 * n)
+    assert (device(ours), ours["cpu"]) == (4 * n, 12 * n)
+    assert predict("llama-2-7b", 4096, 1, "full", 0, 1, offload=True) == ours
+    shard = -(-n // 8)
+    sharded = predict("llama-2-7b", 4096, 1, "full", 2, 8, offload="zero-offload")
+    assert (device(sharded), sharded["cpu"]) == (2 * n, 14 * shard)
+    with pytest.raises(ValueError, match="offload must be one of"):
+        predict("llama-2-7b", 4096, 1, "full", 0, 1, offload="nvme")

@@ -28,10 +28,11 @@ from minitorch_dist.memory.estimate import (
 )
 from minitorch_dist.models import LlamaConfig
 
-__all__ = ["ACTIVATION_DTYPE_BYTES", "predict"]
+__all__ = ["ACTIVATION_DTYPE_BYTES", "OFFLOAD", "predict"]
 
 # Bytes per activation element under each recipe: mixed precision computes in 16 bits.
 ACTIVATION_DTYPE_BYTES = {"mixed": 2, "mixed_fp32_grads": 2, "fp32": 4}
+OFFLOAD = (False, True, "optimizer", "zero-offload")  # see predict
 
 
 def predict(
@@ -43,7 +44,7 @@ def predict(
     dp: int = 1,
     recipe: str = "mixed",
     optimizer: str = "adam",
-    offload: bool = False,
+    offload: bool | str = False,
 ) -> dict[str, int]:
     """Bytes per rank: ``params``, ``grads``, ``optimizer``, ``activations`` and their ``total``
     on the device; with ``offload=True`` also ``cpu``, the bytes each rank keeps in CPU memory.
@@ -51,7 +52,17 @@ def predict(
     ``preset`` is a :class:`LlamaConfig` or a preset name; the activations are those of one
     micro-batch of ``micro_batch`` sequences of ``seq_len`` tokens, 2 bytes per element for the
     mixed recipes and 4 for ``fp32``, under the ``recompute`` policy.
+
+    ``offload``: ``False``; ``True`` or ``"optimizer"`` moves the optimizer states and the update
+    to the CPU (this package's ``CpuOffloadAdam``: the gradient shard stays on the device until
+    the step); ``"zero-offload"`` is the recipe of the ZeRO-Offload paper (Ren et al. 2021,
+    section 4), which moves the 16-bit gradients to the CPU as well: at ``dp=1`` the device keeps
+    ``2 Psi`` and the CPU ``14 Psi``.
     """
+    if not (isinstance(offload, bool) or offload in ("optimizer", "zero-offload")):
+        raise ValueError(f"offload must be one of {OFFLOAD}, got {offload!r}")
+    grads_too = offload == "zero-offload"
+    offload = bool(offload)
     config = preset if isinstance(preset, LlamaConfig) else LlamaConfig.from_preset(preset)
     if recipe not in ACTIVATION_DTYPE_BYTES:
         raise ValueError(f"recipe must be one of {', '.join(RECIPES)}, got {recipe!r}")
@@ -69,4 +80,8 @@ def predict(
     if offload:  # fp32 master copy + fp32 optimizer states of this rank's shard, on the CPU
         shard = -(-psi // dp) if zero_stage >= 1 else psi
         result["cpu"] = bytes_per_param("mixed", optimizer)["optimizer"] * shard
+    if grads_too:  # the (16-bit) gradient shard lives in CPU memory too
+        result["cpu"] += result["grads"]
+        result["total"] -= result["grads"]
+        result["grads"] = 0
     return result
