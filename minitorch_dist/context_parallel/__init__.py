@@ -11,6 +11,7 @@ formulas), ``model`` (the tiny Llama with context parallelism, against the refer
 ``minitorch_dist.context_parallel.plots`` (not imported here).
 """
 
+from minitorch_dist.context_parallel.alternatives import allgather_attention, ulysses_attention
 from minitorch_dist.context_parallel.blocks import (
     block_attention,
     block_attention_backward,
@@ -34,6 +35,14 @@ from minitorch_dist.context_parallel.layout import (
     shard_sequence,
     unshard_sequence,
 )
+from minitorch_dist.context_parallel.model import (
+    ContextParallelCore,
+    ContextParallelLlama,
+    LayoutShard,
+    apply_context_parallel,
+    average_grads,
+    cp_split,
+)
 from minitorch_dist.context_parallel.ring import (
     RingAttention,
     RingComm,
@@ -46,6 +55,14 @@ from minitorch_dist.context_parallel.ring import (
 
 __all__ = [
     "LAYOUTS",
+    "ContextParallelCore",
+    "ContextParallelLlama",
+    "LayoutShard",
+    "allgather_attention",
+    "apply_context_parallel",
+    "average_grads",
+    "cp_split",
+    "ulysses_attention",
     "RingAttention",
     "RingComm",
     "WorkCounter",

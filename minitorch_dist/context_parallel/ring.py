@@ -110,8 +110,9 @@ class RingComm:
         """Post the exchange and return the buffers that will hold what arrives: read them only
         after :meth:`wait`."""
         nxt, prev = self._global((self.rank + 1) % self.cp), self._global((self.rank - 1) % self.cp)
+        tensors = [t.contiguous() for t in tensors]  # p2p needs dense memory
         received = [torch.empty_like(t) for t in tensors]
-        ops = [dist.P2POp(dist.isend, t.contiguous(), nxt, self.group, self.tag) for t in tensors]
+        ops = [dist.P2POp(dist.isend, t, nxt, self.group, self.tag) for t in tensors]
         ops += [dist.P2POp(dist.irecv, r, prev, self.group, self.tag) for r in received]
         with self.counter if self.counter is not None else contextlib.nullcontext():
             self._pending = dist.batch_isend_irecv(ops)
