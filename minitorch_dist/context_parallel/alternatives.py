@@ -28,7 +28,7 @@ from minitorch_dist.context_parallel.blocks import (
     merge_partials,
 )
 from minitorch_dist.context_parallel.layout import check_layout, shard_positions
-from minitorch_dist.context_parallel.ring import _split, block_plan
+from minitorch_dist.context_parallel.ring import block_plan, pieces_of
 from minitorch_dist.scopes import backend_scope
 
 __all__ = ["allgather_attention", "ulysses_attention"]
@@ -64,9 +64,9 @@ class _AllGatherAttention(torch.autograd.Function):
                 layout: str) -> torch.Tensor:  # fmt: skip
         cp, rank = _size(group), _rank(group)
         k_all, v_all = _gather_seq(k, group), _gather_seq(v, group)  # (cp, b, KV, s/cp, d)
-        qs, out = _split(q, layout), [None] * (1 if layout == "contiguous" else 2)
+        qs, out = pieces_of(q, layout), [None] * (1 if layout == "contiguous" else 2)
         for src in range(cp):
-            ks, vs = _split(k_all[src], layout), _split(v_all[src], layout)
+            ks, vs = pieces_of(k_all[src], layout), pieces_of(v_all[src], layout)
             for i, j, kind in block_plan(rank, src, cp, layout):
                 part = block_attention(qs[i], ks[j], vs[j], causal=kind == "diagonal")
                 out[i] = part if out[i] is None else merge_partials(*out[i], *part)
@@ -80,12 +80,12 @@ class _AllGatherAttention(torch.autograd.Function):
         q, k_all, v_all, o, lse = ctx.saved_tensors
         cp, rank, layout = _size(ctx.group), _rank(ctx.group), ctx.layout
         delta = (dout * o).sum(-1)
-        qs, dos, lses, deltas = (_split(t, layout) for t in (q, dout, lse, delta))
+        qs, dos, lses, deltas = (pieces_of(t, layout) for t in (q, dout, lse, delta))
         dq = [torch.zeros_like(x) for x in qs]
         dk_all, dv_all = torch.zeros_like(k_all), torch.zeros_like(v_all)
         for src in range(cp):
-            ks, vs = _split(k_all[src], layout), _split(v_all[src], layout)
-            dks, dvs = _split(dk_all[src], layout), _split(dv_all[src], layout)
+            ks, vs = pieces_of(k_all[src], layout), pieces_of(v_all[src], layout)
+            dks, dvs = pieces_of(dk_all[src], layout), pieces_of(dv_all[src], layout)
             for i, j, kind in block_plan(rank, src, cp, layout):
                 g = block_attention_backward(dos[i], qs[i], ks[j], vs[j], lses[i], deltas[i],
                                              causal=kind == "diagonal")  # fmt: skip
