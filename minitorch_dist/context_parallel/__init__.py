@@ -11,6 +11,7 @@ formulas), ``model`` (the tiny Llama with context parallelism, against the refer
 ``minitorch_dist.context_parallel.plots`` (not imported here).
 """
 
+from minitorch_dist.context_parallel.alternatives import allgather_attention, ulysses_attention
 from minitorch_dist.context_parallel.blocks import (
     block_attention,
     block_attention_backward,
@@ -34,11 +35,20 @@ from minitorch_dist.context_parallel.layout import (
     shard_sequence,
     unshard_sequence,
 )
+from minitorch_dist.context_parallel.model import (
+    ContextParallelCore,
+    ContextParallelLlama,
+    LayoutShard,
+    apply_context_parallel,
+    average_grads,
+    cp_split,
+)
 from minitorch_dist.context_parallel.ring import (
     RingAttention,
     RingComm,
     WorkCounter,
     block_plan,
+    pieces_of,
     ring_attention,
     ring_attention_backward,
     ring_attention_forward,
@@ -46,6 +56,14 @@ from minitorch_dist.context_parallel.ring import (
 
 __all__ = [
     "LAYOUTS",
+    "ContextParallelCore",
+    "ContextParallelLlama",
+    "LayoutShard",
+    "allgather_attention",
+    "apply_context_parallel",
+    "average_grads",
+    "cp_split",
+    "ulysses_attention",
     "RingAttention",
     "RingComm",
     "WorkCounter",
@@ -59,6 +77,7 @@ __all__ = [
     "merge_partials",
     "min_tokens_per_rank",
     "overlap_fraction",
+    "pieces_of",
     "ring_attention",
     "ring_attention_backward",
     "ring_attention_forward",

@@ -42,11 +42,12 @@ def _expand_kv(x: torch.Tensor, heads: int) -> torch.Tensor:
 def _scores(
     q: torch.Tensor, k: torch.Tensor, mask: torch.Tensor | None, causal: bool, scale: float
 ) -> torch.Tensor:
-    s = q @ k.transpose(-2, -1) * scale  # (b, H, s_q, d) @ (b, H, d, s_k) -> (b, H, s_q, s_k)
+    # scale q, not the scores: one (s_q, s_k) matrix, changed in place from here on
+    s = (q * scale) @ k.transpose(-2, -1)  # (b, H, s_q, d) @ (b, H, d, s_k) -> (b, H, s_q, s_k)
     if causal:
         keep = torch.ones(s.shape[-2:], dtype=torch.bool, device=s.device).tril()
         mask = keep if mask is None else mask & keep
-    return s if mask is None else s.masked_fill(~mask, NEG_INF)
+    return s if mask is None else s.masked_fill_(~mask, NEG_INF)
 
 
 def block_attention(
@@ -68,7 +69,7 @@ def block_attention(
     k, v = _expand_kv(k, q.shape[1]), _expand_kv(v, q.shape[1])
     s = _scores(q, k, mask, causal, scale)  # (b, H, s_q, s_k)
     lse = torch.logsumexp(s, dim=-1)  # (b, H, s_q); -inf on a fully masked row
-    p = torch.exp(s - lse.masked_fill(lse == NEG_INF, 0.0).unsqueeze(-1))  # masked: exp(-inf)=0
+    p = s.sub_(lse.masked_fill(lse == NEG_INF, 0.0).unsqueeze(-1)).exp_()  # masked: exp(-inf)=0
     return p @ v, lse  # (b, H, s_q, d), (b, H, s_q)
 
 
@@ -91,10 +92,10 @@ def block_attention_backward(
     heads, kv_heads = q.shape[1], k.shape[1]
     ke, ve = _expand_kv(k, heads), _expand_kv(v, heads)
     s = _scores(q, ke, mask, causal, scale)  # (b, H, s_q, s_k)
-    p = torch.exp(s - lse.unsqueeze(-1))  # the final softmax's entries of this block
+    p = s.sub_(lse.unsqueeze(-1)).exp_()  # the final softmax's entries of this block, in place
     dv = p.transpose(-2, -1) @ dout  # (b, H, s_k, s_q) @ (b, H, s_q, d) -> (b, H, s_k, d)
     dp = dout @ ve.transpose(-2, -1)  # (b, H, s_q, s_k)
-    ds = p * (dp - delta.unsqueeze(-1))  # softmax's backward, row by row
+    ds = dp.sub_(delta.unsqueeze(-1)).mul_(p)  # softmax's backward, row by row: P (dP - delta)
     dq = ds @ ke * scale  # (b, H, s_q, d)
     dk = ds.transpose(-2, -1) @ q * scale  # (b, H, s_k, d)
     if kv_heads != heads:  # sum over the query heads of each key head's group

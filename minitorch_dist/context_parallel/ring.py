@@ -42,6 +42,7 @@ __all__ = [
     "RingComm",
     "WorkCounter",
     "block_plan",
+    "pieces_of",
     "ring_attention",
     "ring_attention_backward",
     "ring_attention_forward",
@@ -81,17 +82,34 @@ def _pieces(rank: int, cp: int, layout: str) -> list[int]:
     return [rank] if layout == "contiguous" else chunk_ids(rank, cp, layout=layout)
 
 
-def block_plan(q_rank: int, kv_rank: int, cp: int, layout: str) -> list[tuple[int, int, str]]:
+def _count(work: WorkCounter | None, plan: list[tuple[int, int, str]], pieces: int) -> None:
+    if work is None:
+        return
+    per_block = (2 // pieces) ** 2 * 2  # twice the half-chunk units of a full piece x piece
+    added = 0
+    for *_, kind in plan:
+        added += per_block if kind == "full" else per_block // 2
+        setattr(work, kind, getattr(work, kind) + 1)
+    work.skipped += pieces * pieces - len(plan)
+    work.units_twice += added
+    work.per_step.append(added)
+
+
+def block_plan(
+    q_rank: int, kv_rank: int, cp: int, layout: str, *, work: WorkCounter | None = None
+) -> list[tuple[int, int, str]]:
     """Which (query piece, key piece) blocks rank ``q_rank`` computes against the K/V of rank
     ``kv_rank``, and how: ``(i, j, "full" | "diagonal")``; a block whose keys all come after its
-    queries is left out."""
+    queries is left out. ``work``: a :class:`WorkCounter` that books the plan."""
+    pieces = _pieces(q_rank, cp, layout)
     plan = []
-    for i, qc in enumerate(_pieces(q_rank, cp, layout)):
+    for i, qc in enumerate(pieces):
         for j, kc in enumerate(_pieces(kv_rank, cp, layout)):
             if qc > kc:
                 plan.append((i, j, "full"))
             elif qc == kc:
                 plan.append((i, j, "diagonal"))
+    _count(work, plan, len(pieces))
     return plan
 
 
@@ -110,8 +128,9 @@ class RingComm:
         """Post the exchange and return the buffers that will hold what arrives: read them only
         after :meth:`wait`."""
         nxt, prev = self._global((self.rank + 1) % self.cp), self._global((self.rank - 1) % self.cp)
+        tensors = [t.contiguous() for t in tensors]  # p2p needs dense memory
         received = [torch.empty_like(t) for t in tensors]
-        ops = [dist.P2POp(dist.isend, t.contiguous(), nxt, self.group, self.tag) for t in tensors]
+        ops = [dist.P2POp(dist.isend, t, nxt, self.group, self.tag) for t in tensors]
         ops += [dist.P2POp(dist.irecv, r, prev, self.group, self.tag) for r in received]
         with self.counter if self.counter is not None else contextlib.nullcontext():
             self._pending = dist.batch_isend_irecv(ops)
@@ -124,21 +143,10 @@ class RingComm:
         self._pending = []
 
 
-def _split(x: torch.Tensor, layout: str) -> tuple[torch.Tensor, ...]:
-    return (x,) if layout == "contiguous" else x.chunk(2, dim=2)  # the shard's pieces
-
-
-def _count(work: WorkCounter | None, plan: list[tuple[int, int, str]], pieces: int) -> None:
-    if work is None:
-        return
-    per_block = (2 // pieces) ** 2 * 2  # twice the half-chunk units of a full piece x piece
-    added = 0
-    for *_, kind in plan:
-        added += per_block if kind == "full" else per_block // 2
-        setattr(work, kind, getattr(work, kind) + 1)
-    work.skipped += pieces * pieces - len(plan)
-    work.units_twice += added
-    work.per_step.append(added)
+def pieces_of(x: torch.Tensor, layout: str) -> tuple[torch.Tensor, ...]:
+    """The equal pieces of a shard (b, h, s/cp, ...) along dim 2, views: the whole shard
+    (contiguous) or its two half-chunks (zig-zag)."""
+    return (x,) if layout == "contiguous" else x.chunk(2, dim=2)
 
 
 def ring_attention_forward(
@@ -153,23 +161,24 @@ def ring_attention_forward(
     work: WorkCounter | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """This rank's ``(out, lse)`` of causal attention: out (b, H, s/cp, d), lse (b, H, s/cp).
-    ``merge`` folds two partial results together (default :func:`merge_partials`)."""
+    ``merge`` folds two partial results together (default :func:`merge_partials`); ``counter``
+    goes to :class:`RingComm`, ``work`` to :func:`block_plan`. Split q, k and v into their
+    pieces with ``pieces_of(x, layout)``; ask :func:`block_plan` which blocks to compute at each
+    step; :func:`block_attention` computes one."""
     merge = merge_partials if merge is None else merge
     cp = _size(group)
     check_layout(q.shape[2] * cp, cp, layout)
     # BEGIN SOLUTION lab08.2: pass K/V round the ring, attend block by block, merge
     comm, rank = RingComm(group, counter), _rank(group)
-    qs = _split(q, layout)  # my query pieces
+    qs = pieces_of(q, layout)  # my query pieces
     out = [None] * len(qs)  # running (out, lse) per query piece
     for step in range(cp):
         if step < cp - 1:  # post the next block's transfer before computing on this one
             k_next, v_next = comm.send_recv([k, v])
-        plan = block_plan(rank, (rank - step) % cp, cp, layout)
-        ks, vs = _split(k, layout), _split(v, layout)
-        for i, j, kind in plan:
+        ks, vs = pieces_of(k, layout), pieces_of(v, layout)
+        for i, j, kind in block_plan(rank, (rank - step) % cp, cp, layout, work=work):
             part = block_attention(qs[i], ks[j], vs[j], causal=kind == "diagonal")
             out[i] = part if out[i] is None else merge(*out[i], *part)
-        _count(work, plan, len(qs))
         if step < cp - 1:
             comm.wait()
             k, v = k_next, v_next
@@ -198,16 +207,16 @@ def ring_attention_backward(
     comm, rank = RingComm(group, counter), _rank(group)
     grads = RingComm(group, counter, tag=1)  # its own tag: never matched with a K/V message
     delta = (dout * out).sum(-1)  # (b, H, s/cp): rowsum(dO * O)
-    qs, dos = _split(q, layout), _split(dout, layout)
-    lses, deltas = _split(lse, layout), _split(delta, layout)  # (b, H, s/cp) split on dim 2
+    qs, dos = pieces_of(q, layout), pieces_of(dout, layout)
+    lses, deltas = pieces_of(lse, layout), pieces_of(delta, layout)  # (b, H, s/cp) split on dim 2
     dq = [torch.zeros_like(x) for x in qs]
     dk_own = dv_own = travelling = None
     for step in range(cp):
         if step < cp - 1:
             k_next, v_next = comm.send_recv([k, v])
-        ks, vs = _split(k, layout), _split(v, layout)
+        ks, vs = pieces_of(k, layout), pieces_of(v, layout)
         dk, dv = torch.zeros_like(k), torch.zeros_like(v)
-        dks, dvs = _split(dk, layout), _split(dv, layout)  # views: += writes into dk, dv
+        dks, dvs = pieces_of(dk, layout), pieces_of(dv, layout)  # views: += writes into dk, dv
         for i, j, kind in block_plan(rank, (rank - step) % cp, cp, layout):
             g = block_attention_backward(dos[i], qs[i], ks[j], vs[j], lses[i], deltas[i],
                                          causal=kind == "diagonal")  # fmt: skip
