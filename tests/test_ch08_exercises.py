@@ -4,8 +4,8 @@ Each answer is computed twice: by ``minitorch_dist.context_parallel`` (as the ch
 by hand from the formulas the chapter derives (ring attention's bytes, Liu et al. 2023, section
 3; the causal work per rank of a contiguous and a zig-zag split, Brandon et al. 2023, section
 3), so a change in the package that would silently change a published answer fails here. Not
-graded (no ``lab08`` marker): the code these answers use is tested, and graded, by the tests
-that carry the ``lab08`` marker.
+graded (no ``lab08`` marker): the graded tests of the code these answers use live in
+test_context_parallel.py; lab 8's answers in test_lab08_exercises.py.
 """
 
 from __future__ import annotations
