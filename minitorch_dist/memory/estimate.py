@@ -112,6 +112,7 @@ def activation_bytes(
     tp: int = 1,
     sp: bool = False,
     recompute: str = "none",
+    cp: int = 1,
 ) -> int:
     """Activation bytes stored for backward by a GPT layer, times ``layers`` (Korthikanti et al.
     2022, section 4, Table 2): 16-bit activations, 1-byte dropout masks, s=seq_len, b=micro_batch,
@@ -126,9 +127,20 @@ def activation_bytes(
     ===========================  ====================================
 
     ``sp=True`` with ``tp=1`` is allowed and changes nothing (there is nothing to split).
+
+    ``cp`` (context parallelism, chapter 8): bytes PER RANK when the sequence is split over
+    ``cp`` ranks. Every term is a count of rows of the sequence -- the s x s score term too,
+    each rank keeping its s/cp rows of it -- so each divides by cp exactly. ValueError unless
+    cp divides seq_len.
     """
     _check_activation_args(seq_len, micro_batch, hidden, heads, layers, tp, recompute)
     check_bool("sp", sp)
+    check_int("cp", cp)
+    check_divisible("seq_len", seq_len, "cp", cp)
+    if cp > 1:  # every term is (s/cp) x (a count per token): the whole divides by cp
+        whole = activation_bytes(seq_len=seq_len, micro_batch=micro_batch, hidden=hidden,
+                                 heads=heads, layers=layers, tp=tp, sp=sp, recompute=recompute)  # fmt: skip
+        return whole // cp
     # BEGIN SOLUTION lab01.2: stored activation bytes per Korthikanti et al. 2022 Table 2
     s, b, h, a, t = seq_len, micro_batch, hidden, heads, tp
     sbh = s * b * h
@@ -150,6 +162,7 @@ def llama_activation_breakdown(
     micro_batch: int,
     dtype_bytes: int = 2,
     recompute: str = "none",
+    cp: int = 1,
 ) -> dict[str, int]:
     """Activation bytes our :class:`~minitorch_dist.models.Llama` keeps at the end of the forward
     pass (loss included), by term. p = ``dtype_bytes`` (2 for bf16/fp16, 4 for fp32); b, s, h as
@@ -176,6 +189,9 @@ def llama_activation_breakdown(
     two fp32 scalars (loss, weight total) 8. The logits themselves are not saved (log_softmax
     keeps its output, not its input), though they are alive for a moment: peaks exceed this.
 
+    ``cp``: bytes per rank when context parallelism splits the sequence over ``cp`` ranks
+    (chapter 8): the breakdown of ``seq_len / cp`` tokens.
+
     Measured by ``MemoryTracker``: exact on CPU (fp32, bf16) and on fake tensors, within 0.2 %
     on an H100 in bf16 (flash attention). Not covered: fp32 attention on CUDA (no flash kernel:
     +4 % on the tiny model), and autocast, which also keeps a 16-bit copy of every weight for the
@@ -185,6 +201,10 @@ def llama_activation_breakdown(
     check_int("micro_batch", micro_batch)
     check_int("dtype_bytes", dtype_bytes)
     check_choice("recompute", recompute, RECOMPUTE)
+    check_int("cp", cp)
+    # context parallelism: a rank holds s/cp tokens and every term counts tokens (fused attention
+    # keeps no s x s matrix), so a rank's bytes are those of a sequence of s/cp
+    seq_len = check_divisible("seq_len", seq_len, "cp", cp)
     # BEGIN SOLUTION lab01.2: the Llama stored activation bytes, term by term
     s, b, p = seq_len, micro_batch, dtype_bytes
     h, kv, f = config.hidden, config.kv_hidden, config.ffn_hidden
@@ -211,11 +231,13 @@ def llama_activation_bytes(
     micro_batch: int,
     dtype_bytes: int = 2,
     recompute: str = "none",
+    cp: int = 1,
 ) -> int:
-    """Total of :func:`llama_activation_breakdown`: the Llama's stored activations in bytes."""
+    """Total of :func:`llama_activation_breakdown`: the Llama's stored activations in bytes
+    (per rank of a context-parallel group of ``cp``)."""
     parts = llama_activation_breakdown(
         config, seq_len=seq_len, micro_batch=micro_batch, dtype_bytes=dtype_bytes,
-        recompute=recompute,
+        recompute=recompute, cp=cp,
     )  # fmt: skip
     return sum(parts.values())
 

@@ -1,0 +1,91 @@
+"""Context parallelism (chapter 8, lab 8): the sequence split over ranks, attention by a ring.
+
+    q, k, v = (shard_sequence(t, rank, cp) for t in (q_full, k_full, v_full))   # zig-zag shards
+    out = ring_attention(q, k, v, group=group)        # this rank's shard of causal attention
+
+Modules: ``layout`` (contiguous and zig-zag shards, positions), ``blocks`` (one block of
+attention and the online-softmax merge), ``ring`` (ring attention as an autograd Function),
+``alternatives`` (all-gather K/V and Ulysses), ``cost`` (bytes, causal work, overlap; pure
+formulas), ``model`` (the tiny Llama with context parallelism, against the reference),
+``measure`` (per-rank memory, time, bytes and work). The figures live in
+``minitorch_dist.context_parallel.plots`` (not imported here).
+"""
+
+from minitorch_dist.context_parallel.alternatives import allgather_attention, ulysses_attention
+from minitorch_dist.context_parallel.blocks import (
+    block_attention,
+    block_attention_backward,
+    merge_partials,
+)
+from minitorch_dist.context_parallel.cost import (
+    allgather_bytes_per_rank,
+    causal_work,
+    hidden,
+    min_tokens_per_rank,
+    overlap_fraction,
+    ring_bytes_per_rank,
+    ring_step_times,
+    ulysses_bytes_per_rank,
+    work_imbalance,
+)
+from minitorch_dist.context_parallel.layout import (
+    LAYOUTS,
+    chunk_ids,
+    shard_positions,
+    shard_sequence,
+    unshard_sequence,
+)
+from minitorch_dist.context_parallel.model import (
+    ContextParallelCore,
+    ContextParallelLlama,
+    LayoutShard,
+    apply_context_parallel,
+    average_grads,
+    cp_split,
+)
+from minitorch_dist.context_parallel.ring import (
+    RingAttention,
+    RingComm,
+    WorkCounter,
+    block_plan,
+    pieces_of,
+    ring_attention,
+    ring_attention_backward,
+    ring_attention_forward,
+)
+
+__all__ = [
+    "LAYOUTS",
+    "ContextParallelCore",
+    "ContextParallelLlama",
+    "LayoutShard",
+    "allgather_attention",
+    "apply_context_parallel",
+    "average_grads",
+    "cp_split",
+    "ulysses_attention",
+    "RingAttention",
+    "RingComm",
+    "WorkCounter",
+    "allgather_bytes_per_rank",
+    "block_attention",
+    "block_attention_backward",
+    "block_plan",
+    "causal_work",
+    "chunk_ids",
+    "hidden",
+    "merge_partials",
+    "min_tokens_per_rank",
+    "overlap_fraction",
+    "pieces_of",
+    "ring_attention",
+    "ring_attention_backward",
+    "ring_attention_forward",
+    "ring_bytes_per_rank",
+    "ring_step_times",
+    "shard_positions",
+    "shard_sequence",
+    "ulysses_bytes_per_rank",
+    "unshard_sequence",
+    "work_imbalance",
+]

@@ -1,0 +1,154 @@
+"""Two other ways to attend over a sequence split across ranks, for comparison with the ring.
+
+All-gather K/V (Megatron-LM's first context parallelism; Llama 3 trains its long-context stage
+this way, Dubey et al. 2024, section 3.3.2): gather every rank's keys and values, then attend
+locally. Simple, the same forward bytes as the ring, but every rank stores all ``s`` keys and
+values for backward -- ``cp`` times the ring's. Its backward reduce-scatters dK and dV. The local
+attention here walks the gathered K/V block by block, as the ring does, so that the two differ
+only in where the K/V blocks come from.
+
+Ulysses (Jacobs et al. 2023, "DeepSpeed Ulysses", section 3): an all-to-all turns "all heads,
+s/cp tokens" into "H/cp heads, all s tokens", attention runs whole on those heads, and a second
+all-to-all turns the output back. cp must divide the number of heads (and of kv heads).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+
+from minitorch_dist.checks import check_divisible
+from minitorch_dist.comm.shim import all_gather_into_tensor, reduce_scatter_tensor
+from minitorch_dist.context_parallel.blocks import (
+    block_attention,
+    block_attention_backward,
+    merge_partials,
+)
+from minitorch_dist.context_parallel.layout import check_layout, shard_positions
+from minitorch_dist.context_parallel.ring import block_plan, pieces_of
+from minitorch_dist.scopes import backend_scope
+
+__all__ = ["allgather_attention", "ulysses_attention"]
+
+
+def _size(group: Any) -> int:
+    return dist.get_world_size(group) if dist.is_initialized() else 1
+
+
+def _rank(group: Any) -> int:
+    return dist.get_rank(group) if dist.is_initialized() else 0
+
+
+def _gather_seq(x: torch.Tensor, group: Any) -> torch.Tensor:
+    """(b, h, s/cp, d) on each rank -> (cp, b, h, s/cp, d): every rank's shard, in rank order."""
+    out = x.new_empty((_size(group) * x.shape[0], *x.shape[1:]))  # gloo: shards along dim 0
+    with backend_scope():
+        all_gather_into_tensor(out, x.contiguous(), group=group)
+    return out.view(_size(group), *x.shape)
+
+
+def _reduce_scatter_seq(x: torch.Tensor, group: Any) -> torch.Tensor:
+    """(cp, b, h, s/cp, d) partial sums on each rank -> this rank's (b, h, s/cp, d), summed."""
+    out = x.new_empty(x.shape[1:])
+    with backend_scope():
+        reduce_scatter_tensor(out, x.contiguous().flatten(0, 1), group=group)
+    return out
+
+
+class _AllGatherAttention(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx: Any, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, group: Any,
+                layout: str) -> torch.Tensor:  # fmt: skip
+        cp, rank = _size(group), _rank(group)
+        k_all, v_all = _gather_seq(k, group), _gather_seq(v, group)  # (cp, b, KV, s/cp, d)
+        qs, out = pieces_of(q, layout), [None] * (1 if layout == "contiguous" else 2)
+        for src in range(cp):
+            ks, vs = pieces_of(k_all[src], layout), pieces_of(v_all[src], layout)
+            for i, j, kind in block_plan(rank, src, cp, layout):
+                part = block_attention(qs[i], ks[j], vs[j], causal=kind == "diagonal")
+                out[i] = part if out[i] is None else merge_partials(*out[i], *part)
+        o, lse = torch.cat([x for x, _ in out], dim=2), torch.cat([x for _, x in out], dim=2)
+        ctx.save_for_backward(q, k_all, v_all, o, lse)  # all s keys and values stay
+        ctx.group, ctx.layout = group, layout
+        return o
+
+    @staticmethod
+    def backward(ctx: Any, dout: torch.Tensor) -> tuple[Any, ...]:
+        q, k_all, v_all, o, lse = ctx.saved_tensors
+        cp, rank, layout = _size(ctx.group), _rank(ctx.group), ctx.layout
+        delta = (dout * o).sum(-1)
+        qs, dos, lses, deltas = (pieces_of(t, layout) for t in (q, dout, lse, delta))
+        dq = [torch.zeros_like(x) for x in qs]
+        dk_all, dv_all = torch.zeros_like(k_all), torch.zeros_like(v_all)
+        for src in range(cp):
+            ks, vs = pieces_of(k_all[src], layout), pieces_of(v_all[src], layout)
+            dks, dvs = pieces_of(dk_all[src], layout), pieces_of(dv_all[src], layout)
+            for i, j, kind in block_plan(rank, src, cp, layout):
+                g = block_attention_backward(dos[i], qs[i], ks[j], vs[j], lses[i], deltas[i],
+                                             causal=kind == "diagonal")  # fmt: skip
+                dq[i] += g[0]
+                dks[j].add_(g[1])
+                dvs[j].add_(g[2])
+        dk = _reduce_scatter_seq(dk_all, ctx.group)  # each owner gets the sum of the shares
+        dv = _reduce_scatter_seq(dv_all, ctx.group)
+        return torch.cat(dq, dim=2), dk, dv, None, None
+
+
+def allgather_attention(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, group: Any = None,
+    layout: str = "zigzag",
+) -> torch.Tensor:  # fmt: skip
+    """Causal attention of this rank's shard (as :func:`ring_attention`) after all-gathering
+    K and V; backward reduce-scatters their gradients."""
+    check_layout(q.shape[2] * _size(group), _size(group), layout)
+    return _AllGatherAttention.apply(q, k, v, group, layout)
+
+
+class _AllToAll(torch.autograd.Function):
+    """Split ``scatter_dim`` into cp pieces, send piece j to rank j, concatenate what arrives
+    along ``gather_dim``; backward is the reverse all-to-all."""
+
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor, group: Any, scatter_dim: int,
+                gather_dim: int) -> torch.Tensor:  # fmt: skip
+        ctx.group, ctx.dims = group, (scatter_dim, gather_dim)
+        return _all_to_all(x, group, scatter_dim, gather_dim)
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[Any, ...]:
+        scatter_dim, gather_dim = ctx.dims
+        return _all_to_all(grad, ctx.group, gather_dim, scatter_dim), None, None, None
+
+
+def _all_to_all(x: torch.Tensor, group: Any, scatter_dim: int, gather_dim: int) -> torch.Tensor:
+    cp = _size(group)
+    inputs = [t.contiguous() for t in x.chunk(cp, dim=scatter_dim)]
+    outputs = [torch.empty_like(t) for t in inputs]
+    with backend_scope():
+        dist.all_to_all(outputs, inputs, group=group)
+    return torch.cat(outputs, dim=gather_dim)
+
+
+def ulysses_attention(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, group: Any = None,
+    layout: str = "zigzag",
+) -> torch.Tensor:  # fmt: skip
+    """Causal attention of this rank's shard by Ulysses: all-to-all to (b, H/cp, s, d), fused
+    causal attention over the whole sequence in order, all-to-all back. ValueError unless cp
+    divides the heads and the kv heads."""
+    cp = _size(group)
+    check_divisible("heads", q.shape[1], "cp", cp)
+    check_divisible("kv_heads", k.shape[1], "cp", cp)
+    seq_len = check_layout(q.shape[2] * cp, cp, layout) * cp
+    # the gathered sequence is the ranks' shards one after another: put it back in order
+    order = torch.cat([shard_positions(seq_len, r, cp, layout=layout) for r in range(cp)])
+    back = torch.argsort(order)  # natural position -> index in the gathered sequence
+    q, k, v = (_AllToAll.apply(t, group, 1, 2)[:, :, back] for t in (q, k, v))  # (b, H/cp, s, d)
+    groups = q.shape[1] // k.shape[1]
+    if groups > 1:
+        k, v = k.repeat_interleave(groups, dim=1), v.repeat_interleave(groups, dim=1)
+    out = F.scaled_dot_product_attention(q, k, v, is_causal=True)  # (b, H/cp, s, d)
+    return _AllToAll.apply(out[:, :, order], group, 2, 1)  # (b, H, s/cp, d)
