@@ -85,7 +85,9 @@ class ExpertParallelMoE(nn.Module):
 
     def _run_local(self, rows: torch.Tensor, local_ids: torch.Tensor) -> torch.Tensor:
         """Each local expert on the received rows labelled with its local index."""
-        out = torch.zeros_like(rows)
+        # rows * 0, not zeros_like: the result stays in the dispatch's autograd graph even when
+        # no row came, so its backward -- a collective every rank must join -- runs everywhere
+        out = rows * 0
         for i, expert in enumerate(self.experts.values()):
             where = torch.nonzero(local_ids == i, as_tuple=True)[0]
             if where.numel():
