@@ -141,12 +141,12 @@ def test_losses_at_uniform_routing_and_their_gradient():
 @pytest.mark.lab10
 def test_expert_capacity_values():
     """C = ceil(T/E * cf * k): catches floor instead of ceil (10 tokens, 4 experts: 2, not 3), a
-    forgotten k, min_capacity ignored, float rounding (100/10 * 1.1 gives 12 in floats), and a
+    forgotten k, min_capacity ignored, float rounding (1000/10 * 1.1 gives 111 in floats), and a
     capacity factor <= 0 or k > E accepted silently."""
     assert expert_capacity(10, 4, 1.0) == 3
     assert expert_capacity(6, 4, 1.0, top_k=2) == 3
     assert expert_capacity(64, 4, 1.25, top_k=2) == 40
-    assert expert_capacity(100, 10, 1.1) == 11
+    assert expert_capacity(1000, 10, 1.1) == 110
     assert expert_capacity(8, 4, 1.0, min_capacity=4) == 4
     assert expert_capacity(8, 4, 2.0, min_capacity=1) == 4
     # bad input: a capacity factor <= 0 or a k > E is refused, naming the constraint

@@ -28,8 +28,8 @@ def expert_capacity(
 ) -> int:
     """C = max(ceil(T / E * cf * k), min_capacity), slots per expert for ``tokens`` tokens.
 
-    cf is read as the decimal it prints as (``1.1`` is 11/10: T=100, E=10 gives 11, where float
-    arithmetic, 100 / 10 * 1.1 = 11.000000000000002, would give 12). A ValueError names a
+    cf is read as the decimal it prints as (``1.1`` is 11/10: T=1000, E=10 gives 110, where float
+    arithmetic, 1000 / 10 * 1.1 = 110.00000000000001, would give 111). A ValueError names a
     capacity_factor <= 0 or a top_k > experts.
     """
     check_int("tokens", tokens, minimum=0)

@@ -82,8 +82,8 @@ def route(
 
 
 def slots_for(tokens: int, experts: int, capacity_factor: float, top_k: int = 1) -> int:
-    """C = ceil(T k cf / E), with cf read as the decimal it prints as (1.1 is 11/10, so T=100,
-    E=10 gives 11 slots, not the 12 that float rounding of 1.1 * 10 would give)."""
+    """C = ceil(T k cf / E), with cf read as the decimal it prints as (1.1 is 11/10, so T=1000,
+    E=10 gives 110 slots, not the 111 that float rounding of 1000 / 10 * 1.1 would give)."""
     cf = Fraction(repr(float(capacity_factor)))
     return math.ceil(Fraction(tokens * top_k, experts) * cf)
 
