@@ -6,7 +6,8 @@ capacity and token dropping, dispatch and combine over all-to-all, the expert-pa
 
 Modules: ``router`` (lab10.1), ``capacity`` (lab10.2), ``dispatch`` (lab10.3), ``layer``
 (lab10.4), ``cost`` (bytes in closed form), ``measure`` (against the reference harness; bytes
-from the real split sizes; training with the auxiliary loss). The figures live in
+from the real split sizes; step time), ``train`` (training with the auxiliary loss, the load
+imbalance per step). The figures live in
 ``minitorch_dist.expert_parallel.plots`` (not imported here). The MoE block itself, with no
 parallel code, is ``minitorch_dist.models.moe``.
 """

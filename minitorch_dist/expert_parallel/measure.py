@@ -174,6 +174,7 @@ def _dispatch_rank(
         "tokens_per_expert": layer.last_tokens_per_expert.tolist(),
         "dropped": int((~layer.last_keep).sum()),
         "seconds": sorted(times)[len(times) // 2] if times else float("nan"),
+        "best_seconds": min(times) if times else float("nan"),
     }
 
 
@@ -195,7 +196,8 @@ def measure_dispatch(
     sent (``dispatch_bytes``, ``combine_bytes`` and ``step_bytes`` for the four all-to-alls,
     from the real split sizes; ``counter_bytes`` as CommCounter books them, the counts'
     exchange left out), ``calls``, ``tokens_per_expert`` (its choices), ``dropped``, the median
-    ``seconds`` of ``repeats`` timed forward + backward steps, and the closed forms ``formula``
+    ``seconds`` (and the fastest, ``best_seconds``) of ``repeats`` timed forward + backward
+    steps, and the closed forms ``formula``
     (:func:`all_to_all_bytes`) and ``buffer_formula`` (:func:`capacity_buffer_bytes`, when a
     capacity factor is set)."""
     moe = moe or TINY_MOE[1]
