@@ -461,3 +461,20 @@ def test_aux_loss_statistics_are_per_batch_they_see():
     parts = [load_balancing_loss(h, top_k=2, style="topk").item() for h in halves]
     assert whole == pytest.approx(1.0375) and parts == pytest.approx([1.25, 1.0])
     assert sum(parts) / 2 == pytest.approx(1.125)  # not 1.0375
+
+
+def test_the_lab_router_and_capacity_agree_with_the_models_reference():
+    """models.moe keeps its own routing and capacity (the reference never runs lab code): the
+    lab's top_k_route / expert_capacity / apply_capacity must agree with them, ties included."""
+    from minitorch_dist.models.moe import capacity_keep, route, slots_for
+
+    gen = torch.Generator().manual_seed(0)
+    logits = torch.randint(0, 3, (64, 8), generator=gen).double()  # many ties
+    weights, experts, probs = top_k_route(logits, 3)
+    ref_weights, ref_experts = route(logits.softmax(-1), 3)
+    assert torch.equal(experts, ref_experts)
+    torch.testing.assert_close(weights, ref_weights, rtol=0, atol=1e-15)
+    for tokens, e, cf, k in ((64, 8, 1.0, 3), (1000, 10, 1.1, 1), (7, 3, 0.5, 2)):
+        assert expert_capacity(tokens, e, cf, top_k=k) == slots_for(tokens, e, cf, k)
+    for c in (0, 5, 24, 30):
+        assert torch.equal(apply_capacity(experts, 8, c), capacity_keep(experts, 8, c))
