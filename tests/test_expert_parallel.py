@@ -442,3 +442,39 @@ def test_experts_not_divisible_by_ep_is_a_value_error():
         MoEConfig(experts=4, top_k=5, expert_ffn=8)
     with pytest.raises(ValueError, match="capacity_factor must be a number > 0"):
         MoEConfig(experts=4, top_k=2, expert_ffn=8, capacity_factor=0.0)
+
+
+def test_break_it_without_the_gradient_sync():
+    """Catches the data parallelism EP rides on left out: without averaging the replicated
+    gradients and dividing the experts' by ep, the first step's gradients are off at once."""
+    broken = compare_with_reference(2, steps=1, sync_grads=False)[0].errors
+    assert broken["grad layers.0.mlp.router.gate.weight"] > 1e-6
+    assert broken["grad layers.0.mlp.experts.0.w1.weight"] > 1e-6
+
+
+def test_aux_loss_statistics_are_per_batch_they_see():
+    """The scope matters: the loss of a whole batch is not the mean of its halves' losses (the
+    fractions and mean probabilities are products, not sums, of per-token terms), so gradient
+    accumulation and data parallelism change the auxiliary loss unless the counts are pooled."""
+    halves = (PROBS[:2], PROBS[2:])
+    whole = load_balancing_loss(PROBS, top_k=2, style="topk").item()
+    parts = [load_balancing_loss(h, top_k=2, style="topk").item() for h in halves]
+    assert whole == pytest.approx(1.0375) and parts == pytest.approx([1.25, 1.0])
+    assert sum(parts) / 2 == pytest.approx(1.125)  # not 1.0375
+
+
+def test_the_lab_router_and_capacity_agree_with_the_models_reference():
+    """models.moe keeps its own routing and capacity (the reference never runs lab code): the
+    lab's top_k_route / expert_capacity / apply_capacity must agree with them, ties included."""
+    from minitorch_dist.models.moe import capacity_keep, route, slots_for
+
+    gen = torch.Generator().manual_seed(0)
+    logits = torch.randint(0, 3, (64, 8), generator=gen).double()  # many ties
+    weights, experts, probs = top_k_route(logits, 3)
+    ref_weights, ref_experts = route(logits.softmax(-1), 3)
+    assert torch.equal(experts, ref_experts)
+    torch.testing.assert_close(weights, ref_weights, rtol=0, atol=1e-15)
+    for tokens, e, cf, k in ((64, 8, 1.0, 3), (1000, 10, 1.1, 1), (7, 3, 0.5, 2)):
+        assert expert_capacity(tokens, e, cf, top_k=k) == slots_for(tokens, e, cf, k)
+    for c in (0, 5, 24, 30):
+        assert torch.equal(apply_capacity(experts, 8, c), capacity_keep(experts, 8, c))

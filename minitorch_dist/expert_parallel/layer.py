@@ -28,6 +28,7 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
+import torch.nn.functional as F
 from torch import nn
 
 from minitorch_dist.checks import check_choice, check_divisible
@@ -50,7 +51,9 @@ class ExpertParallelMoE(nn.Module):
     """A :class:`MoEBlock`'s forward with its experts spread over ``group``; the same parameter
     names (``router.gate.weight``, ``experts.<global index>.w1.weight``, ``shared...``)."""
 
-    def __init__(self, block: MoEBlock, group: Any = None, *, dispatch_mode: str = "dropless"):
+    def __init__(
+        self, block: MoEBlock, group: Any = None, *, dispatch_mode: str = "dropless"
+    ) -> None:
         super().__init__()
         self.dispatch_mode = check_choice("dispatch_mode", dispatch_mode, DISPATCH_MODES)
         self.cfg, self.hidden, self.group = block.cfg, block.hidden, group
@@ -118,7 +121,7 @@ class ExpertParallelMoE(nn.Module):
         keep = apply_capacity(indices, E, c)  # (T, k)
         self.last_keep = keep
         choices = indices.reshape(-1)  # (T*k,)
-        onehot = torch.nn.functional.one_hot(choices, E)
+        onehot = F.one_hot(choices, E)
         position = (onehot.cumsum(0) * onehot).sum(-1) - 1  # place in its expert's queue
         kept = torch.nonzero(keep.reshape(-1), as_tuple=True)[0]
         slot = choices * c + position  # row of the (E * C, h) buffer

@@ -22,7 +22,10 @@ through the block's residual connection, outside this module). ``capacity_factor
 dropless.
 
 The parameter counts and presets live in :mod:`minitorch_dist.models.moe_configs` and are
-re-exported here.
+re-exported here. :func:`route`, :func:`slots_for` and :func:`capacity_keep` are the reference's
+own routing and capacity: lab 10 rebuilds them in ``minitorch_dist.expert_parallel``
+(``top_k_route``, ``expert_capacity``, ``apply_capacity``), and the tests check both against the
+same hand-worked examples, so the single-process reference never runs the reader's code.
 """
 
 from __future__ import annotations
