@@ -1,6 +1,8 @@
 """Models: :class:`LlamaConfig` (presets of real Llama checkpoints) and the tiny :class:`Llama`
 that every lab trains, plus synthetic token data to train it on, and :func:`split_model`, which
-cuts a Llama into pipeline stages (:class:`LlamaStage`) that share its submodules."""
+cuts a Llama into pipeline stages (:class:`LlamaStage`) that share its submodules; a mixture-of-experts MLP (:mod:`~minitorch_dist.models.moe`,
+:class:`MoEConfig` with presets of real MoE checkpoints and their exact counts) that
+:func:`use_moe` swaps into the tiny Llama."""
 
 from minitorch_dist.models.configs import (
     PRESETS,
@@ -22,9 +24,20 @@ from minitorch_dist.models.llama import (
     rope_for,
     rope_tables,
 )
+from minitorch_dist.models.moe import (
+    MOE_PRESETS,
+    MoEBlock,
+    MoEConfig,
+    moe_active_params,
+    moe_num_params,
+    moe_params_per_rank,
+    moe_preset,
+    use_moe,
+)
 from minitorch_dist.models.stage import LlamaStage, split_model
 
 __all__ = [
+    "MOE_PRESETS",
     "PRESETS",
     "Attention",
     "AttentionCore",
@@ -32,12 +45,18 @@ __all__ = [
     "Llama",
     "LlamaConfig",
     "LlamaStage",
+    "MoEBlock",
+    "MoEConfig",
     "RMSNorm",
     "SwiGLU",
     "SyntheticTokens",
     "apply_rope",
     "cross_entropy",
     "markov_entropy",
+    "moe_active_params",
+    "moe_num_params",
+    "moe_params_per_rank",
+    "moe_preset",
     "padded_vocab_size",
     "preset_names",
     "rope_for",
@@ -45,4 +64,5 @@ __all__ = [
     "split_layers",
     "split_model",
     "synthetic_batch",
+    "use_moe",
 ]

@@ -1,0 +1,56 @@
+"""Expert parallelism (chapter 10, lab 10): the top-k router and the load-balancing loss,
+capacity and token dropping, dispatch and combine over all-to-all, the expert-parallel MoE layer.
+
+    model = use_moe(Llama(cfg), MoEConfig(experts=4, top_k=2, expert_ffn=88))  # models.moe
+    apply_expert_parallel(model, group)    # in place: rank r keeps experts r*E/ep ... of each block
+
+Modules: ``router`` (lab10.1), ``capacity`` (lab10.2), ``dispatch`` (lab10.3), ``layer``
+(lab10.4), ``cost`` (bytes in closed form), ``measure`` (against the reference harness; bytes
+from the real split sizes; step time), ``train`` (training with the auxiliary loss, the load
+imbalance per step). The figures live in
+``minitorch_dist.expert_parallel.plots`` (not imported here). The MoE block itself, with no
+parallel code, is ``minitorch_dist.models.moe``.
+"""
+
+from minitorch_dist.expert_parallel.capacity import apply_capacity, expert_capacity
+from minitorch_dist.expert_parallel.cost import (
+    ALL_TO_ALLS_PER_STEP,
+    all_to_all_bytes,
+    capacity_buffer_bytes,
+    ep_step_bytes,
+)
+from minitorch_dist.expert_parallel.dispatch import (
+    AllToAll,
+    check_splits,
+    combine,
+    dispatch,
+    exchange_counts,
+)
+from minitorch_dist.expert_parallel.layer import (
+    DISPATCH_MODES,
+    ExpertParallelMoE,
+    apply_expert_parallel,
+    local_experts,
+)
+from minitorch_dist.expert_parallel.router import LOSS_STYLES, load_balancing_loss, top_k_route
+
+__all__ = [
+    "ALL_TO_ALLS_PER_STEP",
+    "DISPATCH_MODES",
+    "LOSS_STYLES",
+    "AllToAll",
+    "ExpertParallelMoE",
+    "all_to_all_bytes",
+    "apply_capacity",
+    "apply_expert_parallel",
+    "capacity_buffer_bytes",
+    "check_splits",
+    "combine",
+    "dispatch",
+    "ep_step_bytes",
+    "exchange_counts",
+    "expert_capacity",
+    "load_balancing_loss",
+    "local_experts",
+    "top_k_route",
+]

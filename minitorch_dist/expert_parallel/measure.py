@@ -1,0 +1,217 @@
+"""What the lab and chapter 10 call: expert parallelism against the single-process reference
+(through :mod:`minitorch_dist.reference`), and its all-to-all bytes counted from the real split
+sizes against :func:`all_to_all_bytes`. Every function runs its ranks with
+:func:`minitorch_dist.launch`.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+
+from minitorch_dist.checks import check_choice, check_int
+from minitorch_dist.comm import CommCounter, collective_bytes
+from minitorch_dist.expert_parallel.cost import all_to_all_bytes, capacity_buffer_bytes
+from minitorch_dist.expert_parallel.layer import apply_expert_parallel
+from minitorch_dist.launcher import launch
+from minitorch_dist.models import Llama, LlamaConfig
+from minitorch_dist.models.moe import MoEBlock, MoEConfig, moe_preset, use_moe
+from minitorch_dist.reference import Comparison, Run, make_batches, reference_run, run_training
+
+__all__ = [
+    "ROUTINGS",
+    "TINY_MOE",
+    "compare_with_reference",
+    "full_cross_entropy",
+    "measure_dispatch",
+    "moe_llama",
+    "routed_input",
+]
+
+TINY_MOE = moe_preset("tiny-moe")  # (LlamaConfig tiny, MoEConfig(4 experts, top-2, width 88))
+ROUTINGS = ("uniform", "random", "skewed")
+
+
+def full_cross_entropy(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """The mean loss in the logits' own dtype (fp64 stays fp64: exact comparisons)."""
+    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
+
+
+def moe_llama(config: LlamaConfig, moe: MoEConfig, seed: int = 0) -> Llama:
+    """The tiny Llama with every MLP swapped for a seeded :class:`MoEBlock`."""
+    return use_moe(Llama(config), moe, seed=seed)
+
+
+def _adamw(lr: float) -> Any:
+    return lambda params: torch.optim.AdamW(params, lr=lr, weight_decay=0.1)
+
+
+def _ep_rank(
+    rank: int, ep: int, config: LlamaConfig, moe: MoEConfig, batches: list, dtype: torch.dtype,
+    lr: float, seed: int, sync_grads: bool,
+) -> Run:  # fmt: skip
+    torch.set_num_threads(1)
+    torch.manual_seed(seed)  # the same full model on every rank: each keeps its experts
+    model = moe_llama(config, moe, seed).to(dtype)
+    apply_expert_parallel(model, dist.group.WORLD, sync_grads=sync_grads)
+    opt = _adamw(lr)([p for p in model.parameters() if p.requires_grad])
+    return run_training(
+        model, opt, batches, loss_fn=full_cross_entropy, rank=rank, world_size=ep
+    )  # fmt: skip  (data parallel: rows r*gbs/ep ...)
+
+
+def compare_with_reference(
+    ep: int,
+    *,
+    steps: int = 3,
+    dtype: torch.dtype = torch.float64,
+    config: LlamaConfig | None = None,
+    moe: MoEConfig | None = None,
+    global_batch: int = 4,
+    seq_len: int = 16,
+    lr: float = 1e-2,
+    seed: int = 0,
+    sync_grads: bool = True,
+    timeout: float = 120.0,
+) -> list[Comparison]:
+    """Train ``steps`` AdamW steps of the tiny Llama with MoE blocks (dropless), expert-parallel
+    over ``ep`` ranks (each on its 1/ep of every batch) and in one process; per rank a
+    :class:`~minitorch_dist.reference.Comparison` with errors named ``loss <k>`` (the mean of
+    the ranks' losses vs the reference's), ``outputs`` (its rows of the logits), ``grad <name>``
+    and ``weight <name>`` for every parameter the rank holds (its experts and everything
+    replicated), and ``names held by no rank`` (0 when every parameter is held somewhere).
+    """
+    config, moe = config or TINY_MOE[0], moe or TINY_MOE[1]
+    check_int("ep", ep)
+    check_int("steps", steps)
+    if moe.capacity_factor is not None:
+        raise ValueError("the reference comparison is dropless: pass capacity_factor=None")
+    batches = make_batches(config.vocab_size, global_batch, seq_len, steps, seed)
+    ref = reference_run(lambda: moe_llama(config, moe, seed), _adamw(lr), batches, seed=seed,
+                        dtype=dtype, loss_fn=full_cross_entropy)  # fmt: skip
+    runs = launch(_ep_rank, ep, config, moe, batches, dtype, lr, seed, sync_grads,
+                  timeout=timeout)  # fmt: skip
+    held = {name for run in runs for name in run.grads}
+    mean_losses = torch.tensor([run.losses for run in runs], dtype=torch.float64).mean(0)
+    results = []
+    for rank, run in enumerate(runs):
+        errors = {f"loss {k}": abs(a - b) for k, (a, b) in enumerate(zip(mean_losses.tolist(),
+                                                                         ref.losses))}  # fmt: skip
+        errors["outputs"] = (run.outputs - ref.outputs.chunk(ep)[rank]).abs().max().item()
+        for label, ours, full in (("grad", run.grads, ref.grads),
+                                  ("weight", run.weights, ref.weights)):  # fmt: skip
+            for name, value in ours.items():
+                errors[f"{label} {name}"] = (value - full[name]).abs().max().item()
+        errors["names held by no rank"] = float(len(set(ref.grads) - held))
+        results.append(Comparison(errors))
+    return results
+
+
+def routed_input(
+    tokens: int, hidden: int, experts: int, top_k: int, routing: str, *, seed: int = 0,
+    dtype: torch.dtype = torch.float32,
+) -> torch.Tensor:  # fmt: skip
+    """Tokens (T, h) for a block whose gate is ``[I_E | 0]`` (:func:`_fixed_gate`): "uniform"
+    sends token t to experts t, t+1, ... t+k-1 (mod E), so with T a multiple of E every expert
+    gets exactly T k / E choices; "skewed" sends every token to experts 0 ... k-1; "random"
+    draws the logits."""
+    check_choice("routing", routing, ROUTINGS)
+    if hidden < experts:
+        raise ValueError(f"hidden={hidden} must be >= experts={experts} for a fixed routing")
+    gen = torch.Generator().manual_seed(seed)
+    x = torch.randn(tokens, hidden, generator=gen, dtype=torch.float64) * 0.1
+    if routing != "random":
+        x[:, :experts] = 0.0
+        for j in range(top_k):  # logit k - j for the j-th choice: distinct, no ties
+            cols = (torch.arange(tokens) + j) % experts if routing == "uniform" else j
+            x[torch.arange(tokens), cols] = float(top_k - j)
+    return x.to(dtype)
+
+
+@torch.no_grad()
+def _fixed_gate(block: MoEBlock) -> None:
+    """Gate weight [I_E | 0]: logits are the first E coordinates of the token."""
+    w = block.router.gate.weight
+    w.zero_()
+    w[:, : w.shape[0]] = torch.eye(w.shape[0], dtype=w.dtype)
+
+
+def _dispatch_rank(
+    rank: int, ep: int, tokens: int, hidden: int, moe: MoEConfig, mode: str, routing: str,
+    repeats: int, dtype: torch.dtype, seed: int,
+) -> dict[str, Any]:  # fmt: skip
+    torch.set_num_threads(1)
+    torch.manual_seed(seed)
+    block = MoEBlock(hidden, moe).to(dtype)
+    if routing != "random":
+        _fixed_gate(block)
+    layer = apply_expert_parallel(block, dist.group.WORLD, dispatch_mode=mode, sync_grads=False)
+    x = routed_input(tokens, hidden, moe.experts, moe.top_k, routing, seed=seed + rank,
+                     dtype=dtype).requires_grad_()  # fmt: skip
+    el = x.element_size()
+    times = []
+    for i in range(repeats + 1):  # the first step warms up
+        dist.barrier()
+        start = time.perf_counter()
+        with CommCounter() as cc:
+            layer(x).sum().backward()
+        dist.barrier()
+        if i:
+            times.append(time.perf_counter() - start)
+    send, recv = layer.last_send_splits, layer.last_recv_splits
+    away = lambda splits: sum(n for j, n in enumerate(splits) if j != rank)  # noqa: E731
+    counts = collective_bytes("all_to_all", moe.experts * 8, ep) if mode == "dropless" else 0
+    return {
+        "dispatch_bytes": away(send) * hidden * el,  # forward dispatch, from the split sizes
+        "combine_bytes": away(recv) * hidden * el,
+        "step_bytes": 2 * (away(send) + away(recv)) * hidden * el,  # + backward's two
+        "counter_bytes": cc.bytes_sent["all_to_all"] - counts,  # CommCounter, counts left out
+        "calls": cc.calls["all_to_all"],
+        "tokens_per_expert": layer.last_tokens_per_expert.tolist(),
+        "dropped": int((~layer.last_keep).sum()),
+        "seconds": sorted(times)[len(times) // 2] if times else float("nan"),
+        "best_seconds": min(times) if times else float("nan"),
+    }
+
+
+def measure_dispatch(
+    ep: int,
+    *,
+    tokens: int = 64,
+    hidden: int = 64,
+    moe: MoEConfig | None = None,
+    dispatch_mode: str = "dropless",
+    routing: str = "uniform",
+    repeats: int = 0,
+    dtype: torch.dtype = torch.float32,
+    seed: int = 0,
+    timeout: float = 120.0,
+) -> list[dict[str, Any]]:
+    """One MoE block (``moe``, default the tiny lab shape) expert-parallel over ``ep`` ranks,
+    ``tokens`` tokens per rank routed by ``routing`` (:func:`routed_input`); per rank: bytes it
+    sent (``dispatch_bytes``, ``combine_bytes`` and ``step_bytes`` for the four all-to-alls,
+    from the real split sizes; ``counter_bytes`` as CommCounter books them, the counts'
+    exchange left out), ``calls``, ``tokens_per_expert`` (its choices), ``dropped``, the median
+    ``seconds`` (and the fastest, ``best_seconds``) of ``repeats`` timed forward + backward
+    steps, and the closed forms ``formula``
+    (:func:`all_to_all_bytes`) and ``buffer_formula`` (:func:`capacity_buffer_bytes`, when a
+    capacity factor is set)."""
+    moe = moe or TINY_MOE[1]
+    check_int("ep", ep)
+    check_int("repeats", repeats, minimum=0)
+    runs = launch(_dispatch_rank, ep, tokens, hidden, moe, dispatch_mode, routing, repeats,
+                  dtype, seed, timeout=timeout)  # fmt: skip
+    el = torch.empty((), dtype=dtype).element_size()
+    for run in runs:
+        if tokens * moe.top_k % ep == 0:
+            run["formula"] = all_to_all_bytes(tokens=tokens, top_k=moe.top_k, hidden=hidden,
+                                              ep=ep, bytes_per_element=el)  # fmt: skip
+        if moe.capacity_factor is not None:
+            run["buffer_formula"] = capacity_buffer_bytes(
+                tokens=tokens, top_k=moe.top_k, hidden=hidden, ep=ep, experts=moe.experts,
+                capacity_factor=moe.capacity_factor, bytes_per_element=el)  # fmt: skip
+    return runs

@@ -1,0 +1,219 @@
+"""A mixture-of-experts MLP for the tiny Llama: a router, E SwiGLU experts, top-k routing, optional
+capacity (token dropping) -- one process, no parallel code. Chapter 10's expert parallelism cuts
+it from outside (``minitorch_dist.expert_parallel``).
+
+    model = use_moe(Llama(cfg), MoEConfig(experts=4, top_k=2, expert_ffn=88))  # in place
+    block = model.layers[0].mlp            # MoEBlock: .router.gate, .experts[e].w1/w3/w2
+    block.last_router_probs, block.last_expert_indices   # the auxiliary loss's inputs
+
+The routing (Shazeer et al. 2017, section 2.1; Fedus et al. 2022, "Switch Transformers", section
+2.1; Jiang et al. 2024, "Mixtral of Experts", section 2.1): logits = x W_g (in at least fp32),
+p = softmax(logits) over the E experts, the k largest kept. The k weights are renormalised to sum
+to 1 (``MoEConfig.normalize_weights=True``, as Mixtral and DeepSeek-V3 do: Mixtral's softmax over
+the top-k logits is the same numbers); Switch (k = 1) and Qwen1.5-MoE keep the raw p instead
+(``normalize_weights=False``; with k = 1 renormalising would make every weight 1 and cut the
+router off from the loss's gradient). Ties go to the lower expert index (a stable sort), so the
+routing is the same on every machine.
+
+y = sum over the token's kept choices of weight * expert(x), plus the shared experts. With a
+capacity factor, each expert takes at most C = ceil(T k cf / E) of the T tokens' choices, first
+come first served in token order; a dropped choice contributes zero (the token still passes
+through the block's residual connection, outside this module). ``capacity_factor=None`` is
+dropless.
+
+The parameter counts and presets live in :mod:`minitorch_dist.models.moe_configs` and are
+re-exported here. :func:`route`, :func:`slots_for` and :func:`capacity_keep` are the reference's
+own routing and capacity: lab 10 rebuilds them in ``minitorch_dist.expert_parallel``
+(``top_k_route``, ``expert_capacity``, ``apply_capacity``), and the tests check both against the
+same hand-worked examples, so the single-process reference never runs the reader's code.
+"""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from minitorch_dist.models.moe_configs import (
+    MOE_PRESETS,
+    MLAConfig,
+    MoEConfig,
+    check_top_k,
+    moe_active_params,
+    moe_num_params,
+    moe_param_counts,
+    moe_params_per_rank,
+    moe_preset,
+    moe_preset_names,
+)
+
+__all__ = [
+    "MOE_PRESETS",
+    "Expert",
+    "MLAConfig",
+    "MoEBlock",
+    "MoEConfig",
+    "Router",
+    "capacity_keep",
+    "moe_active_params",
+    "moe_blocks",
+    "moe_num_params",
+    "moe_param_counts",
+    "moe_params_per_rank",
+    "moe_preset",
+    "moe_preset_names",
+    "route",
+    "slots_for",
+    "use_moe",
+]
+
+
+def route(
+    probs: torch.Tensor, top_k: int, *, normalize: bool = True
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The k largest of ``probs`` (T, E) per row, ties to the lower index: (weights, experts),
+    each (T, k), weights renormalised over the k when ``normalize``."""
+    check_top_k(top_k, probs.shape[-1])
+    order = torch.sort(probs, dim=-1, descending=True, stable=True).indices[:, :top_k]  # (T, k)
+    weights = probs.gather(-1, order)  # (T, k)
+    if normalize:
+        weights = weights / weights.sum(-1, keepdim=True)
+    return weights, order
+
+
+def slots_for(tokens: int, experts: int, capacity_factor: float, top_k: int = 1) -> int:
+    """C = ceil(T k cf / E), with cf read as the decimal it prints as (1.1 is 11/10, so T=1000,
+    E=10 gives 110 slots, not the 111 that float rounding of 1000 / 10 * 1.1 would give)."""
+    cf = Fraction(repr(float(capacity_factor)))
+    return math.ceil(Fraction(tokens * top_k, experts) * cf)
+
+
+def capacity_keep(expert_indices: torch.Tensor, experts: int, capacity: int) -> torch.Tensor:
+    """Keep mask (T, k): a choice is kept when fewer than ``capacity`` earlier choices (in token
+    order, then slot order) went to the same expert."""
+    flat = expert_indices.reshape(-1)  # (T*k,) token-major
+    onehot = F.one_hot(flat, experts)  # (T*k, E)
+    position = (onehot.cumsum(0) * onehot).sum(-1) - 1  # place in its expert's queue
+    return (position < capacity).view_as(expert_indices)
+
+
+class Router(nn.Module):
+    """gate: Linear(h, E, no bias); forward(x (T, h)) -> (weights (T, k), experts (T, k),
+    probs (T, E)), computed in ``router_dtype`` or the input's dtype, whichever is wider."""
+
+    def __init__(
+        self,
+        hidden: int,
+        experts: int,
+        top_k: int,
+        *,
+        normalize: bool = True,
+        router_dtype: torch.dtype = torch.float32,
+    ) -> None:
+        super().__init__()
+        self.experts, self.top_k = experts, check_top_k(top_k, experts)
+        self.normalize, self.router_dtype = normalize, router_dtype
+        self.gate = nn.Linear(hidden, experts, bias=False)
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        dtype = torch.promote_types(x.dtype, self.router_dtype)  # fp32 for a bf16 model
+        logits = F.linear(x.to(dtype), self.gate.weight.to(dtype))  # (T, h) @ (h, E) -> (T, E)
+        probs = logits.softmax(dim=-1)  # (T, E)
+        weights, experts = route(probs, self.top_k, normalize=self.normalize)
+        return weights, experts, probs
+
+
+class Expert(nn.Module):
+    """One SwiGLU expert: w2(silu(w1 x) * w3 x), width ``ffn`` (the Llama's MLP at another width)."""
+
+    def __init__(self, hidden: int, ffn: int) -> None:
+        super().__init__()
+        self.w1 = nn.Linear(hidden, ffn, bias=False)  # gate
+        self.w3 = nn.Linear(hidden, ffn, bias=False)  # up
+        self.w2 = nn.Linear(ffn, hidden, bias=False)  # down
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.w2(F.silu(self.w1(x)) * self.w3(x))  # (n, h) -> (n, f_e) -> (n, h)
+
+
+class MoEBlock(nn.Module):
+    """Router + E experts (+ shared experts): x (b, s, h) or (T, h) -> y of the same shape.
+
+    After each forward, ``last_router_probs`` (T, E) and ``last_expert_indices`` (T, k) hold the
+    auxiliary loss's inputs (with the autograd graph: the loss's gradient reaches the router),
+    and ``last_keep`` (T, k) which choices survived the capacity (all, when dropless).
+    """
+
+    def __init__(self, hidden: int, cfg: MoEConfig) -> None:
+        super().__init__()
+        if cfg.attention is not None or cfg.router_bias:
+            raise ValueError("MLA attention and a router bias are counted, not built")
+        self.hidden, self.cfg = hidden, cfg
+        self.router = Router(hidden, cfg.experts, cfg.top_k, normalize=cfg.normalize_weights,
+                             router_dtype=cfg.router_dtype)  # fmt: skip
+        self.experts = nn.ModuleList(Expert(hidden, cfg.expert_ffn) for _ in range(cfg.experts))
+        shared = cfg.shared_experts * cfg.expert_ffn
+        self.shared = Expert(hidden, shared) if shared else None
+        self.last_router_probs: torch.Tensor | None = None
+        self.last_expert_indices: torch.Tensor | None = None
+        self.last_keep: torch.Tensor | None = None
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        flat = x.reshape(-1, self.hidden)  # (T, h)
+        weights, indices, probs = self.router(flat)  # (T, k), (T, k), (T, E)
+        keep = torch.ones_like(indices, dtype=torch.bool)
+        if self.cfg.capacity_factor is not None:
+            capacity = slots_for(flat.shape[0], self.cfg.experts, self.cfg.capacity_factor,
+                                 self.cfg.top_k)  # fmt: skip
+            keep = capacity_keep(indices, self.cfg.experts, capacity)
+        self.last_router_probs, self.last_expert_indices, self.last_keep = probs, indices, keep
+        weights = (weights * keep).to(x.dtype)  # a dropped choice weighs nothing
+        out = torch.zeros_like(flat)  # (T, h)
+        for e, expert in enumerate(self.experts):
+            rows, slots = torch.nonzero((indices == e) & keep, as_tuple=True)
+            if rows.numel():
+                y = expert(flat[rows]) * weights[rows, slots, None]  # (n_e, h)
+                out = out.index_add(0, rows, y)
+        if self.shared is not None:
+            out = out + self.shared(flat)
+        return out.view_as(x)
+
+
+def moe_blocks(model: nn.Module) -> list[MoEBlock]:
+    """Every :class:`MoEBlock` in ``model``, in module order."""
+    return [m for m in model.modules() if isinstance(m, MoEBlock)]
+
+
+@torch.no_grad()
+def _init(block: MoEBlock, seed: int, std: float) -> None:
+    gen = torch.Generator().manual_seed(seed)
+    for p in block.parameters():
+        p.copy_(torch.randn(p.shape, generator=gen, dtype=torch.float64) * std)
+
+
+def use_moe(
+    model: nn.Module,
+    cfg: MoEConfig,
+    *,
+    layers: list[int] | range | None = None,
+    seed: int = 0,
+    init_std: float = 0.02,
+) -> nn.Module:
+    """Swap the MLP of ``model.layers[i]`` for a :class:`MoEBlock` for each i in ``layers``
+    (default: every layer from ``cfg.dense_layers`` on), in place; returns ``model``.
+
+    Each block's weights are N(0, init_std) drawn from its own generator seeded with
+    ``seed + i``, whatever the global RNG, so every rank (and the reference) builds the same
+    experts; they take the dtype and device of the MLP they replace.
+    """
+    if layers is None:
+        layers = range(cfg.dense_layers, len(model.layers))
+    for i in layers:
+        ref = next(model.layers[i].mlp.parameters())
+        block = MoEBlock(model.config.hidden, cfg)
+        _init(block, seed + i, init_std)
+        model.layers[i].mlp = block.to(device=ref.device, dtype=ref.dtype)
+    return model

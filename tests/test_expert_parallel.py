@@ -1,0 +1,480 @@
+"""Expert parallelism (lab 10: tasks lab10.1 - lab10.4).
+
+The router and the three load-balancing losses against hand computations on a held example
+(lab10.1); capacity and the drop policy on a held routing (lab10.2); dispatch and combine
+against the rows they must move, forward and backward, with uneven and empty splits (lab10.3);
+the expert-parallel MoE layer on 2 and 4 ranks against the single-process ``MoEBlock`` (fp64,
+dropless: outputs, input gradients, every expert's and the router's gradient), the tiny Llama
+with MoE blocks trained with ep = 2 and 4 against its reference through
+:mod:`minitorch_dist.reference`, and the bytes counted from the real split sizes against
+``all_to_all_bytes`` under exactly uniform routing (lab10.4).
+
+Independence: lab10.4's tests run the layer on this file's own dispatch and combine
+(:func:`_reference_all_to_all`, patched into ``expert_parallel.layer``), so they fail on
+lab10.4's stub, not on lab10.3's; the single-process reference uses ``models.moe``'s own router
+and capacity, not the lab's. Each test's docstring names the wrong answer it catches.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+import torch
+import torch.distributed as dist
+
+from minitorch_dist import launch
+from minitorch_dist.expert_parallel import (
+    all_to_all_bytes,
+    apply_capacity,
+    apply_expert_parallel,
+    capacity_buffer_bytes,
+    combine,
+    dispatch,
+    ep_step_bytes,
+    exchange_counts,
+    expert_capacity,
+    load_balancing_loss,
+    top_k_route,
+)
+from minitorch_dist.expert_parallel import layer as ep_layer
+from minitorch_dist.expert_parallel.measure import compare_with_reference, measure_dispatch
+from minitorch_dist.models.moe import MoEBlock, MoEConfig
+
+EXACT = 1e-12  # fp64: only the order of additions differs
+W = dist.group.WORLD
+
+# The held example of the losses: T = 4 tokens, E = 4 experts, rows sum to 1.
+# top-1: 0, 0, 3, 1       -> f = (2, 1, 0, 1) / 4
+# top-2: {0,1} {0,2} {3,2} {1,0} -> c = (3, 2, 2, 1) / 4
+# P (column means) = (0.3, 0.25, 0.225, 0.225)
+PROBS = torch.tensor(
+    [[0.4, 0.3, 0.2, 0.1], [0.4, 0.1, 0.3, 0.2], [0.1, 0.2, 0.3, 0.4], [0.3, 0.4, 0.1, 0.2]],
+    dtype=torch.float64,
+)
+
+
+# -- lab10.1: the router and the auxiliary loss --------------------------------------------------
+@pytest.mark.lab10
+def test_top_k_route_held_example_with_ties():
+    """Catches weights not renormalised, experts in ascending order, and ties going to the
+    higher index (torch.topk makes no promise about ties; the route must be reproducible)."""
+    logits = torch.tensor([[1.0, 3.0, 3.0, 0.0], [2.0, 0.0, 1.0, 2.0]])
+    weights, experts, probs = top_k_route(logits, 2)
+    assert experts.tolist() == [[1, 2], [0, 3]]
+    torch.testing.assert_close(probs, logits.softmax(-1))
+    torch.testing.assert_close(weights, torch.full((2, 2), 0.5))  # equal logits, renormalised
+    w3, e3, _ = top_k_route(torch.tensor([[0.0, 1.0, 2.0, 3.0]]), 3)
+    assert e3.tolist() == [[3, 2, 1]]
+    p = torch.tensor([0.0, 1.0, 2.0, 3.0]).softmax(-1)
+    torch.testing.assert_close(w3[0], p[[3, 2, 1]] / p[[3, 2, 1]].sum())
+    raw, _, _ = top_k_route(torch.tensor([[0.0, 1.0, 2.0, 3.0]]), 3, normalize=False)
+    torch.testing.assert_close(raw[0], p[[3, 2, 1]])
+
+
+@pytest.mark.lab10
+def test_top_k_route_softmax_in_fp32_and_bad_k():
+    """Catches a softmax in bf16 (the router's probabilities lose their small differences) and a
+    k larger than E accepted (torch.topk would fail later with a shape error)."""
+    logits = torch.randn(8, 4, generator=torch.Generator().manual_seed(0)).to(torch.bfloat16)
+    weights, experts, probs = top_k_route(logits, 2)
+    assert probs.dtype == torch.float32 and weights.dtype == torch.float32
+    torch.testing.assert_close(probs, logits.float().softmax(-1))
+    assert experts.dtype == torch.int64 and experts.shape == (8, 2)
+    with pytest.raises(ValueError, match="top_k=5 exceeds experts=4"):
+        top_k_route(logits, 5)
+
+
+@pytest.mark.lab10
+def test_switch_loss_held_example():
+    """Switch: E * sum f_i P_i with top-1 fractions = 4 * (0.5*0.3 + 0.25*0.25 + 0.25*0.225).
+    Catches a missing factor E (0.26875), a mean over experts instead of the sum (0.26875), and
+    soft fractions f = P (4 * sum P_i^2 = 1.0225)."""
+    hand = 4 * (0.5 * 0.3 + 0.25 * 0.25 + 0 * 0.225 + 0.25 * 0.225)
+    assert hand == pytest.approx(1.075)
+    got = load_balancing_loss(PROBS, style="switch")
+    assert got.shape == () and got.item() == pytest.approx(hand, abs=1e-12)
+    # "switch" counts the first choice only, whatever top_k says
+    assert load_balancing_loss(PROBS, top_k=2, style="switch").item() == pytest.approx(hand)
+
+
+@pytest.mark.lab10
+def test_topk_and_mixtral_losses_held_example():
+    """DeepSpeed top-k: E/k * sum c_i P_i with all k choices counted = 2 * 0.51875 = 1.0375;
+    Hugging Face's Mixtral: E * sum c_i P_i = 2.075, k times larger. Catches top-1 fractions
+    used for top-k (1.075 or 0.5375), the missing 1/k in "topk" (2.075), a 1/k in "mixtral"
+    (1.0375), and a missing factor E."""
+    sum_cp = 0.75 * 0.3 + 0.5 * 0.25 + 0.5 * 0.225 + 0.25 * 0.225
+    assert sum_cp == pytest.approx(0.51875)
+    topk = load_balancing_loss(PROBS, top_k=2, style="topk").item()
+    mixtral = load_balancing_loss(PROBS, top_k=2, style="mixtral").item()
+    assert topk == pytest.approx(4 / 2 * sum_cp, abs=1e-12)
+    assert mixtral == pytest.approx(4 * sum_cp, abs=1e-12)
+    assert mixtral == pytest.approx(2 * topk)
+    # at k = 1 all three are Switch's
+    for style in ("topk", "mixtral"):
+        assert load_balancing_loss(PROBS, top_k=1, style=style).item() == pytest.approx(1.075)
+
+
+@pytest.mark.lab10
+def test_losses_at_uniform_routing_and_their_gradient():
+    """Uniform routing gives 1 (switch, topk) and k (mixtral). The gradient reaches the probs
+    only through P: d loss / d p_ti = E f_i / T (switch). Catches fractions computed from the
+    probabilities (soft counts carry a gradient of their own) and a wrong style accepted."""
+    probs = torch.full((8, 4), 0.25, dtype=torch.float64)
+    # token t: (0.4, 0.3, 0.2, 0.1) rolled by t -- every expert is chosen equally, P_i = 1/4
+    rolled = torch.stack([torch.roll(torch.tensor([0.4, 0.3, 0.2, 0.1]), t) for t in range(8)])
+    for style, want in (("switch", 1.0), ("topk", 1.0), ("mixtral", 2.0)):
+        got = load_balancing_loss(rolled.double(), top_k=2, style=style).item()
+        assert got == pytest.approx(want), style
+    p = PROBS.clone().requires_grad_()
+    load_balancing_loss(p, style="switch").backward()
+    f = torch.tensor([0.5, 0.25, 0.0, 0.25], dtype=torch.float64)
+    torch.testing.assert_close(p.grad, (4 * f / 4).expand(4, 4))
+    with pytest.raises(ValueError, match="style must be one of switch, topk, mixtral"):
+        load_balancing_loss(probs, style="gshard")
+    with pytest.raises(ValueError, match="top_k=5 exceeds experts=4"):
+        load_balancing_loss(probs, top_k=5, style="topk")
+
+
+# -- lab10.2: capacity and the drop policy ------------------------------------------------------
+@pytest.mark.lab10
+def test_expert_capacity_values():
+    """C = ceil(T/E * cf * k): catches floor instead of ceil (10 tokens, 4 experts: 2, not 3), a
+    forgotten k, min_capacity ignored, float rounding (1000/10 * 1.1 gives 111 in floats), and a
+    capacity factor <= 0 or k > E accepted silently."""
+    assert expert_capacity(10, 4, 1.0) == 3
+    assert expert_capacity(6, 4, 1.0, top_k=2) == 3
+    assert expert_capacity(64, 4, 1.25, top_k=2) == 40
+    assert expert_capacity(1000, 10, 1.1) == 110
+    assert expert_capacity(8, 4, 1.0, min_capacity=4) == 4
+    assert expert_capacity(8, 4, 2.0, min_capacity=1) == 4
+    # bad input: a capacity factor <= 0 or a k > E is refused, naming the constraint
+    for cf in (0, -1.0):
+        with pytest.raises(ValueError, match="capacity_factor must be a number > 0"):
+            expert_capacity(8, 4, cf)
+    with pytest.raises(ValueError, match="top_k=5 exceeds experts=4"):
+        expert_capacity(8, 4, 1.0, top_k=5)
+
+
+@pytest.mark.lab10
+def test_apply_capacity_held_example():
+    """Token order, then slot order, first come first served, C = 2:
+    t0 -> 0 (1st), 1 (1st); t1 -> 0 (2nd), 2 (1st); t2 -> 0 (3rd: dropped), 1 (2nd);
+    t3 -> 1 (3rd: dropped), 0 (4th: dropped). Catches slot-major priority (all first choices
+    before any second: t3's first choice kept, t2's second dropped), keeping C + 1 (<= instead
+    of <), and counting drops per token instead of per expert."""
+    indices = torch.tensor([[0, 1], [0, 2], [0, 1], [1, 0]])
+    keep = apply_capacity(indices, 3, 2)
+    assert keep.dtype == torch.bool
+    assert keep.tolist() == [[True, True], [True, True], [False, True], [False, False]]
+    assert apply_capacity(indices, 3, 0).sum() == 0
+    assert apply_capacity(indices, 3, 4).all()
+
+
+@pytest.mark.lab10
+def test_block_drops_equal_the_capacity_rule():
+    """The single-process MoEBlock with cf = 1 on a skewed batch drops exactly what
+    ``apply_capacity(indices, E, expert_capacity(T, E, cf, k))`` drops; a token whose every
+    choice was dropped gets exactly zero from the block. Catches a lab rule that disagrees with
+    the model's (e.g. capacity from T/E without k)."""
+    torch.manual_seed(0)
+    cfg = MoEConfig(experts=4, top_k=2, expert_ffn=8, capacity_factor=1.0)
+    block = MoEBlock(8, cfg).double()
+    x = torch.randn(12, 8, dtype=torch.float64)
+    x[:, :4] = 0
+    x[:8, 0], x[:8, 1] = 3.0, 2.0  # tokens 0-7 all to experts 0 and 1
+    x[8:, 2], x[8:, 3] = 3.0, 2.0  # tokens 8-11 to experts 2 and 3: all kept
+    with torch.no_grad():
+        block.router.gate.weight.zero_()
+        block.router.gate.weight[:, :4] = torch.eye(4, dtype=torch.float64)
+    y = block(x)
+    c = expert_capacity(12, 4, 1.0, top_k=2)
+    assert c == 6
+    want = apply_capacity(block.last_expert_indices, 4, c)
+    assert torch.equal(block.last_keep, want)
+    assert want[:6].all() and not want[6:8].any() and want[8:].all()  # 6, 7 lose both
+    assert torch.equal(y[6:8], torch.zeros(2, 8, dtype=torch.float64))
+
+
+# -- lab10.3: dispatch and combine over all-to-all ----------------------------------------------
+def _splits(rank: int, n: int) -> list[int]:
+    """Uneven, with empty splits: rank r sends (r + j) % 3 rows to rank j."""
+    return [(rank + j) % 3 for j in range(n)]
+
+
+def _dispatch_rank(rank: int, n: int) -> dict:
+    torch.set_num_threads(1)
+    send = _splits(rank, n)
+    counts = torch.tensor(send, dtype=torch.int64)
+    recv = exchange_counts(counts, W).tolist()
+    # row i of rank r for rank j: the value 100 r + 10 j + i, in 2 columns
+    rows = [torch.tensor([[100.0 * rank + 10 * j + i] * 2 for i in range(s)]) for j, s in
+            enumerate(send)]  # fmt: skip
+    x = torch.cat(rows).double().view(-1, 2).requires_grad_()
+    got = dispatch(x, send, recv, W)
+    got.backward(got.detach() * 2 + 1)  # a gradient that names its row
+    back = combine(got.detach() + 0.5, send, recv, W)
+    return {"recv": recv, "got": got.detach(), "x": x.detach(), "grad": x.grad, "back": back}
+
+
+@pytest.mark.lab10
+@pytest.mark.parametrize("n", [2, 4])
+def test_dispatch_moves_rows_and_backward_returns_gradients(n):
+    """Counts exchanged first: rank r receives (j + r) % 3 rows from rank j. Catches splits
+    swapped (input for output sizes), rows from the wrong rank, a backward that does not send
+    the gradients home (x.grad != 2 x + 1), and combine not undoing dispatch."""
+    outs = launch(_dispatch_rank, n)
+    for r, out in enumerate(outs):
+        assert out["recv"] == [(j + r) % 3 for j in range(n)]
+        want = [100.0 * j + 10 * r + i for j in range(n) for i in range((j + r) % 3)]
+        assert out["got"][:, 0].tolist() == want
+        torch.testing.assert_close(out["grad"], out["x"] * 2 + 1, rtol=0, atol=0)
+        torch.testing.assert_close(out["back"], out["x"] + 0.5, rtol=0, atol=0)
+
+
+def _disagree_rank(rank: int, n: int) -> str:
+    torch.set_num_threads(1)
+    x = torch.zeros(3, 2)
+    send = [1, 2] if rank == 0 else [3, 0]
+    recv = [1, 2] if rank == 0 else [2, 0]  # rank 0 expects 2 rows from rank 1, which sends 3
+    try:
+        dispatch(x if rank == 0 else torch.zeros(3, 2), send, recv, W, check=True)
+    except ValueError as err:
+        return str(err)
+    return "no error"
+
+
+def test_disagreeing_splits_fail_fast_with_a_clear_error():
+    """Ranks that disagree on a buffer size would hang in all_to_all_single (or abort the process
+    in gloo); with ``check=True`` every rank raises a ValueError naming both ranks and numbers,
+    within seconds."""
+    start = time.perf_counter()
+    outs = launch(_disagree_rank, 2, timeout=30)
+    assert time.perf_counter() - start < 20
+    assert "rank 0 expects 2 rows from rank 1, which sends 3" in outs[0]
+    assert "rank 1 sends 3 rows to rank 0, which expects 2" in outs[1]
+
+
+# -- lab10.4: the expert-parallel MoE layer -----------------------------------------------------
+def _reference_all_to_all(x: torch.Tensor, send: list, recv: list, group) -> torch.Tensor:  # noqa: ANN001
+    class _A2A(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, t):  # noqa: ANN001, ANN205
+            out = t.new_empty((sum(recv), *t.shape[1:]))
+            dist.all_to_all_single(out, t.contiguous(), list(recv), list(send), group=group)
+            return out
+
+        @staticmethod
+        def backward(ctx, g):  # noqa: ANN001, ANN205
+            out = g.new_empty((sum(send), *g.shape[1:]))
+            dist.all_to_all_single(out, g.contiguous(), list(send), list(recv), group=group)
+            return out
+
+    return _A2A.apply(x)
+
+
+def _reference_counts(counts: torch.Tensor, group) -> torch.Tensor:  # noqa: ANN001
+    out = torch.empty_like(counts)
+    dist.all_to_all_single(out, counts.contiguous(), group=group)
+    return out
+
+
+@pytest.fixture
+def reference_dispatch(monkeypatch):
+    """lab10.4 runs on this file's dispatch and combine, not on the lab's lab10.3 code."""
+    monkeypatch.setattr(ep_layer, "exchange_counts", _reference_counts)
+    monkeypatch.setattr(ep_layer, "dispatch", lambda x, s, r, g: _reference_all_to_all(x, s, r, g))
+    monkeypatch.setattr(ep_layer, "combine", lambda y, s, r, g: _reference_all_to_all(y, r, s, g))
+
+
+CFG = MoEConfig(experts=4, top_k=2, expert_ffn=12)
+TOKENS, HIDDEN = 16, 8
+
+
+def _block_and_data() -> tuple[MoEBlock, torch.Tensor, torch.Tensor]:
+    torch.manual_seed(0)
+    block = MoEBlock(HIDDEN, CFG).double()
+    gen = torch.Generator().manual_seed(1)
+    x = torch.randn(TOKENS, HIDDEN, generator=gen, dtype=torch.float64)
+    g = torch.randn(TOKENS, HIDDEN, generator=gen, dtype=torch.float64)
+    return block, x, g
+
+
+def _ep_block_rank(rank: int, n: int) -> dict:
+    torch.set_num_threads(1)
+    block, x, g = _block_and_data()
+    layer = apply_expert_parallel(block, W)
+    mine = x.chunk(n)[rank].clone().requires_grad_()
+    y = layer(mine)
+    ((y * g.chunk(n)[rank]).sum() / mine.shape[0]).backward()  # this rank's mean
+    grads = {name: p.grad for name, p in layer.named_parameters() if p.grad is not None}
+    return {"y": y.detach(), "x_grad": mine.grad, "grads": grads}
+
+
+@pytest.mark.lab10
+@pytest.mark.parametrize("n", [2, 4])
+def test_ep_block_equals_single_process_block(n, reference_dispatch):
+    """fp64, dropless, each rank its 1/n of the tokens: outputs, input gradients, the router's
+    gradient (averaged over ranks) and each rank's experts' gradients equal the full block's.
+    Catches outputs not unsorted (rows of the wrong tokens), gate weights applied twice or not
+    at all, experts cut from the wrong indices, and gradients not scaled by 1/n."""
+    outs = launch(_ep_block_rank, n)
+    block, x, g = _block_and_data()
+    x.requires_grad_()
+    y = block(x)
+    ((y * g).sum() / TOKENS).backward()
+    full = dict(block.named_parameters())
+    torch.testing.assert_close(torch.cat([o["y"] for o in outs]), y.detach(), rtol=0, atol=EXACT)
+    x_grads = torch.cat([o["x_grad"] for o in outs]) / n  # each rank's loss is its own mean
+    torch.testing.assert_close(x_grads, x.grad, rtol=0, atol=EXACT)
+    for r, out in enumerate(outs):
+        owned = {f"experts.{e}.{w}.weight" for e in range(r * 4 // n, (r + 1) * 4 // n)
+                 for w in ("w1", "w2", "w3")}  # fmt: skip
+        assert set(out["grads"]) == owned | {"router.gate.weight"}, f"rank {r}"
+        for name, grad in out["grads"].items():
+            torch.testing.assert_close(grad, full[name].grad, rtol=0, atol=EXACT,
+                                       msg=lambda m, n=name, r=r: f"rank {r} {n}: {m}")  # fmt: skip
+
+
+@pytest.mark.lab10
+@pytest.mark.parametrize("ep", [2, 4])
+def test_tiny_llama_with_moe_trains_like_its_reference(ep, reference_dispatch):
+    """The tiny Llama with MoE blocks, 3 AdamW steps in fp64 on ep ranks (data-parallel rows,
+    experts split) against one process through minitorch_dist.reference: losses, outputs, every
+    held gradient and weight to 1e-10, every parameter held by some rank."""
+    for rank, comparison in enumerate(compare_with_reference(ep)):
+        assert comparison.errors["names held by no rank"] == 0
+        assert comparison.max_abs_error < 1e-10, (rank, comparison.worst)
+        assert any(n.startswith("grad layers.0.mlp.experts.") for n in comparison.errors)
+
+
+@pytest.mark.lab10
+@pytest.mark.parametrize("ep", [2, 4])
+def test_bytes_from_split_sizes_equal_the_formula_under_uniform_routing(ep, reference_dispatch):
+    """Exactly uniform routing (token t to experts t, t+1 mod E; 64 tokens per rank): the bytes
+    each rank sends, counted from the layer's real split sizes, are T k h (ep-1)/ep per dispatch
+    and per combine, four of them per step (also as CommCounter books them). Catches splits
+    counted per expert instead of per rank, and a rank's own rows counted as sent."""
+    for run in measure_dispatch(ep, routing="uniform"):
+        formula = all_to_all_bytes(tokens=64, top_k=2, hidden=64, ep=ep, bytes_per_element=4)
+        assert run["tokens_per_expert"] == [32, 32, 32, 32]
+        assert run["dispatch_bytes"] == run["combine_bytes"] == formula == run["formula"]
+        assert run["step_bytes"] == run["counter_bytes"] == ep_step_bytes(formula)
+
+
+# -- not graded: closed forms, the capacity buffer, bad input ------------------------------------
+def test_all_to_all_bytes_values_and_errors():
+    """T k h (ep-1)/ep * bytes: 4096 tokens, k=2, h=4096, ep=8, bf16 -> 7/8 of 64 MiB."""
+    assert all_to_all_bytes(tokens=4096, top_k=2, hidden=4096, ep=8) == 56 * 2**20
+    assert all_to_all_bytes(tokens=64, top_k=2, hidden=64, ep=1) == 0
+    assert ep_step_bytes(10, moe_layers=3) == 120
+    with pytest.raises(ValueError, match="is not divisible by ep=3"):
+        all_to_all_bytes(tokens=64, top_k=1, hidden=8, ep=3)
+    with pytest.raises(ValueError, match="experts=4 is not divisible by ep=3"):
+        capacity_buffer_bytes(tokens=64, top_k=1, hidden=8, ep=3, experts=4, capacity_factor=1)
+    with pytest.raises(ValueError, match="capacity_factor must be a number > 0"):
+        capacity_buffer_bytes(tokens=64, top_k=1, hidden=8, ep=2, experts=4, capacity_factor=0)
+
+
+def test_capacity_buffer_is_cf_times_dropless_under_uniform_routing():
+    """E/ep * C rows to each other rank, C = T k cf / E: cf times the dropless bytes when
+    T k cf / E is an integer."""
+    kw = {"tokens": 64, "top_k": 2, "hidden": 64, "ep": 4}
+    buffer = capacity_buffer_bytes(**kw, experts=4, capacity_factor=1.25)
+    assert buffer == 1.25 * all_to_all_bytes(**kw)
+
+
+@pytest.mark.parametrize("routing", ["uniform", "skewed", "random"])
+def test_capacity_dispatch_sends_the_same_bytes_whatever_the_routing(routing):
+    """The dense buffer's bytes (from its split sizes, and as CommCounter books them) equal
+    capacity_buffer_bytes under every routing; skewed routing drops choices, dropless none."""
+    cfg = MoEConfig(experts=4, top_k=2, expert_ffn=16, capacity_factor=1.25)
+    runs = measure_dispatch(4, moe=cfg, dispatch_mode="capacity", routing=routing)
+    for run in runs:
+        assert run["dispatch_bytes"] == run["combine_bytes"] == run["buffer_formula"]
+        assert run["counter_bytes"] == 4 * run["buffer_formula"]
+        assert (run["dropped"] > 0) == (routing == "skewed")
+
+
+def _capacity_rank(rank: int, n: int) -> dict:
+    torch.set_num_threads(1)
+    torch.manual_seed(0)
+    cfg = MoEConfig(experts=4, top_k=2, expert_ffn=12, capacity_factor=1.0)
+    block = MoEBlock(HIDDEN, cfg).double()
+    x = torch.randn(TOKENS * n, HIDDEN, generator=torch.Generator().manual_seed(1),
+                    dtype=torch.float64)  # fmt: skip
+    layer = apply_expert_parallel(block, W, dispatch_mode="capacity")
+    return {"y": layer(x.chunk(n)[rank]).detach(), "keep": layer.last_keep}
+
+
+@pytest.mark.parametrize("n", [2, 4])
+def test_capacity_mode_equals_the_block_on_each_ranks_tokens(n):
+    """With a capacity, each rank's capacity is computed on its own T tokens: its outputs equal
+    the single-process block (same cf) run on those tokens alone, drops included."""
+    outs = launch(_capacity_rank, n)
+    torch.manual_seed(0)
+    cfg = MoEConfig(experts=4, top_k=2, expert_ffn=12, capacity_factor=1.0)
+    block = MoEBlock(HIDDEN, cfg).double()
+    x = torch.randn(TOKENS * n, HIDDEN, generator=torch.Generator().manual_seed(1),
+                    dtype=torch.float64)  # fmt: skip
+    dropped = 0
+    for rank, out in enumerate(outs):
+        y = block(x.chunk(n)[rank]).detach()
+        torch.testing.assert_close(out["y"], y, rtol=0, atol=EXACT)
+        assert torch.equal(out["keep"], block.last_keep)
+        dropped += int((~block.last_keep).sum())
+    assert dropped > 0, "the example should drop something at cf = 1"
+
+
+def _bad_ep_rank(rank: int, n: int) -> str:
+    try:
+        apply_expert_parallel(MoEBlock(8, MoEConfig(experts=4, top_k=2, expert_ffn=8)), W)
+    except ValueError as err:
+        return str(err)
+    return "no error"
+
+
+def test_experts_not_divisible_by_ep_is_a_value_error():
+    """Catches 4 experts spread over 3 ranks (one rank would own none, or a shape error later)."""
+    assert launch(_bad_ep_rank, 3) == ["experts=4 is not divisible by ep=3"] * 3
+    with pytest.raises(ValueError, match="top_k=5 exceeds experts=4"):
+        MoEConfig(experts=4, top_k=5, expert_ffn=8)
+    with pytest.raises(ValueError, match="capacity_factor must be a number > 0"):
+        MoEConfig(experts=4, top_k=2, expert_ffn=8, capacity_factor=0.0)
+
+
+def test_break_it_without_the_gradient_sync():
+    """Catches the data parallelism EP rides on left out: without averaging the replicated
+    gradients and dividing the experts' by ep, the first step's gradients are off at once."""
+    broken = compare_with_reference(2, steps=1, sync_grads=False)[0].errors
+    assert broken["grad layers.0.mlp.router.gate.weight"] > 1e-6
+    assert broken["grad layers.0.mlp.experts.0.w1.weight"] > 1e-6
+
+
+def test_aux_loss_statistics_are_per_batch_they_see():
+    """The scope matters: the loss of a whole batch is not the mean of its halves' losses (the
+    fractions and mean probabilities are products, not sums, of per-token terms), so gradient
+    accumulation and data parallelism change the auxiliary loss unless the counts are pooled."""
+    halves = (PROBS[:2], PROBS[2:])
+    whole = load_balancing_loss(PROBS, top_k=2, style="topk").item()
+    parts = [load_balancing_loss(h, top_k=2, style="topk").item() for h in halves]
+    assert whole == pytest.approx(1.0375) and parts == pytest.approx([1.25, 1.0])
+    assert sum(parts) / 2 == pytest.approx(1.125)  # not 1.0375
+
+
+def test_the_lab_router_and_capacity_agree_with_the_models_reference():
+    """models.moe keeps its own routing and capacity (the reference never runs lab code): the
+    lab's top_k_route / expert_capacity / apply_capacity must agree with them, ties included."""
+    from minitorch_dist.models.moe import capacity_keep, route, slots_for
+
+    gen = torch.Generator().manual_seed(0)
+    logits = torch.randint(0, 3, (64, 8), generator=gen).double()  # many ties
+    weights, experts, probs = top_k_route(logits, 3)
+    ref_weights, ref_experts = route(logits.softmax(-1), 3)
+    assert torch.equal(experts, ref_experts)
+    torch.testing.assert_close(weights, ref_weights, rtol=0, atol=1e-15)
+    for tokens, e, cf, k in ((64, 8, 1.0, 3), (1000, 10, 1.1, 1), (7, 3, 0.5, 2)):
+        assert expert_capacity(tokens, e, cf, top_k=k) == slots_for(tokens, e, cf, k)
+    for c in (0, 5, 24, 30):
+        assert torch.equal(apply_capacity(experts, 8, c), capacity_keep(experts, 8, c))
