@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from minitorch_dist.checks import check_choice, check_int
+from minitorch_dist.checks import check_choice, check_int, check_positive
 
 __all__ = ["flops_per_token", "matmul_params", "mfu", "training_seconds"]
 
@@ -50,13 +50,9 @@ def flops_per_token(config: Any, *, seq_len: int, recompute: str = "none") -> in
 def mfu(tokens_per_second: float, flops_per_token: float, peak_flops: float) -> float:
     """Model FLOPs utilisation: model FLOPs done per second over the device's peak FLOP/s
     (pass the *model* FLOPs per token, without recomputation, and the peak of all devices)."""
-    for name, value in (
-        ("tokens_per_second", tokens_per_second),
-        ("flops_per_token", flops_per_token),
-        ("peak_flops", peak_flops),
-    ):
-        if not value > 0:
-            raise ValueError(f"{name} must be > 0, got {value}")
+    check_positive("tokens_per_second", tokens_per_second)
+    check_positive("flops_per_token", flops_per_token)
+    check_positive("peak_flops", peak_flops)
     return tokens_per_second * flops_per_token / peak_flops
 
 
@@ -65,11 +61,7 @@ def training_seconds(
 ) -> float:
     """Seconds to train on ``tokens`` when each of ``devices`` sustains ``flops_per_device``."""
     check_int("devices", devices)
-    for name, value in (
-        ("tokens", tokens),
-        ("flops_per_token", flops_per_token),
-        ("flops_per_device", flops_per_device),
-    ):
-        if not value > 0:
-            raise ValueError(f"{name} must be > 0, got {value}")
+    check_positive("tokens", tokens)
+    check_positive("flops_per_token", flops_per_token)
+    check_positive("flops_per_device", flops_per_device)
     return tokens * flops_per_token / (devices * flops_per_device)

@@ -43,7 +43,7 @@ def test_narayanans_gpt3_example_takes_34_days() -> None:
 
 def test_mfu_and_bad_input() -> None:
     assert mfu(1000.0, 6e9, 12e12) == pytest.approx(0.5)
-    with pytest.raises(ValueError, match="peak_flops must be > 0"):
+    with pytest.raises(ValueError, match="peak_flops must be a number > 0"):
         mfu(1.0, 1.0, 0.0)
     with pytest.raises(ValueError, match="devices"):
         training_seconds(1.0, 1.0, devices=0, flops_per_device=1.0)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-from minitorch_dist.checks import check_choice, check_int
+from minitorch_dist.checks import check_choice, check_int, check_positive
 
 __all__ = [
     "ALGORITHMS",
@@ -138,9 +138,8 @@ def multi_node_ring_bandwidth(
     bound: ``min(intra, nics_per_node * nic)`` (one node: ``intra``). With one port per node
     the network is the bound, the model of a ring that crosses nodes through a single link.
     """
-    for name, value in (("intra_bandwidth", intra_bandwidth), ("nic_bandwidth", nic_bandwidth)):
-        if not value > 0:
-            raise ValueError(f"{name} must be > 0 bytes/s, got {value}")
+    check_positive("intra_bandwidth", intra_bandwidth)
+    check_positive("nic_bandwidth", nic_bandwidth)
     check_int("nics_per_node", nics_per_node)
     check_int("nodes", nodes)
     if nodes == 1:
