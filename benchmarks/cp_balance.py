@@ -107,7 +107,7 @@ def main() -> None:
     else:
         name, tag = platform.processor() or platform.machine(), "cpu"
     lines = [
-        f"<!-- Device: {name}; torch {torch.__version__}; one process times every rank's "
+        f"<!-- Device: one {name}, torch {torch.__version__}; one process times every rank's "
         f"blocks in turn (no communication). -->",
         f"# Causal context parallelism: per-rank attention time, cp = {args.cp}",
         "",

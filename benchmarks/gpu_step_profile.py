@@ -120,7 +120,7 @@ def main() -> None:
     states = n * (2 + 2 + 4)  # bf16 params and grads, bf16 Adam moments: 2 + 2 + 2 * 2
     acts = llama_activation_bytes(config, seq_len=args.seq_len, micro_batch=args.micro_batch)
     lines = [
-        f"<!-- Device: {name}; torch {torch.__version__}; one bf16 Adam step after two warm-up "
+        f"<!-- Device: one {name}, torch {torch.__version__}; one bf16 Adam step after two warm-up "
         "steps, profiled. -->",
         f"# One training step profiled on {name}",
         "",
@@ -135,9 +135,9 @@ def main() -> None:
         f"| allocator peak of the step | **{peak:,}** |",
         f"| peak / (states + activations) | **{peak / (states + acts):.3f}** |",
         "",
-        "### The ten CUDA kernels that took the most time",
+        "### The ten operators and kernels with the most CUDA time (nested: an operator includes its kernels)",
         "",
-        "| kernel | calls | CUDA time (ms) |",
+        "| operator or kernel | calls | CUDA time (ms) |",
         "|---|---:|---:|",
         *(f"| `{e.key[:80]}` | {e.count} | {e.device_time_total / 1e3:.2f} |" for e in kernels),
         "",

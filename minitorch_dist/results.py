@@ -19,7 +19,11 @@ from pathlib import Path
 
 RESULTS_DIR = Path(__file__).resolve().parent.parent / "benchmarks" / "results"
 
-_MACHINES = {"cpu-2core": "a 2-core CPU without a GPU", "h100": "one NVIDIA H100"}
+_MACHINES = {
+    "cpu-2core": "a 2-core CPU without a GPU",
+    "h100": "one NVIDIA H100",
+    "h200": "one NVIDIA H200",
+}
 
 
 def result_path(name: str) -> Path:

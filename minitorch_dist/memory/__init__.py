@@ -21,6 +21,7 @@ from minitorch_dist.memory.estimate import (
     model_state_bytes,
 )
 from minitorch_dist.memory.fake import measure_step_fake
+from minitorch_dist.memory.peak import PEAK_MOMENTS, predict_peak
 from minitorch_dist.memory.peers import PEERS, peer_model_state_bytes
 from minitorch_dist.memory.prediction import ACTIVATION_DTYPE_BYTES, predict
 from minitorch_dist.memory.track import CATEGORIES, PHASES, MemoryTracker, measure_step
@@ -29,6 +30,7 @@ __all__ = [
     "ACTIVATION_DTYPE_BYTES",
     "CATEGORIES",
     "OPTIMIZERS",
+    "PEAK_MOMENTS",
     "PEERS",
     "PHASES",
     "RECIPES",
@@ -44,4 +46,5 @@ __all__ = [
     "model_state_bytes",
     "peer_model_state_bytes",
     "predict",
+    "predict_peak",
 ]

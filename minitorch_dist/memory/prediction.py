@@ -12,9 +12,10 @@ master copy of its shard and the optimizer's fp32 states (12 bytes per element f
 the recipe: an fp32 recipe needs no master copy on the device, but the CPU still updates one).
 Lab 6 checks these numbers against ZeRO stages 0-3 and offload measured on emulated ranks.
 
-What it leaves out: temporary buffers (the logits while the loss is computed, communication
-buckets), the CUDA context, and the caching allocator's rounding and fragmentation -- a real run
-needs some headroom above the total. It is accounting, not UI: the ipywidgets explorer of
+What it leaves out: temporary buffers (the logits' gradients while backward starts,
+communication buckets), the CUDA context, and the caching allocator's rounding and fragmentation
+-- a real run needs some headroom above the total. :func:`~minitorch_dist.memory.predict_peak`
+adds the temporaries: the peak of a step, moment by moment. It is accounting, not UI: the ipywidgets explorer of
 :mod:`minitorch_dist.viz` calls it, and so do chapters 1 and 6, labs 1 and 6 and their tests.
 """
 
