@@ -26,11 +26,10 @@ from minitorch_dist.checks import check_divisible, check_int
 from minitorch_dist.context_parallel import ContextParallelCore, shard_positions, shard_sequence
 from minitorch_dist.models import Llama, LlamaStage, split_layers
 from minitorch_dist.models.llama import rope_for
-from minitorch_dist.parallel3d.clip import ClippedZeroStage1
+from minitorch_dist.parallel3d.clip import ClippedZeroStage1, tp_replicated
 from minitorch_dist.pipeline import PipelineStage, make_schedule, micro_batch_list, run_schedule
 from minitorch_dist.pipeline.schedules import Schedule
 from minitorch_dist.reference import Batch, batch_slice
-from minitorch_dist.parallel3d.clip import tp_replicated
 from minitorch_dist.tensor_parallel import (
     VocabParallelEmbedding,
     parallelize_block,
