@@ -7,7 +7,7 @@
 The only package allowed to import several techniques (DESIGN.md). Modules: ``recipe`` (the
 order of the wrappers and the training step), ``clip`` (the gradient norm over the whole grid,
 inside ZeRO-1), ``compare`` (against the single-process reference, and the pitfalls made to
-happen), ``seeds`` (which ranks share a random stream), ``plots`` (the grid as it was built).
+happen), ``seeds`` (which ranks share a random stream), ``plots`` (the grid as it was built; not imported here).
 """
 
 from minitorch_dist.parallel3d.clip import (
@@ -18,6 +18,7 @@ from minitorch_dist.parallel3d.clip import (
 )
 from minitorch_dist.parallel3d.compare import (
     BUGS,
+    FP32_ADAM,
     GridCheck,
     compare_grid_with_reference,
     grid_rank,
@@ -30,9 +31,12 @@ from minitorch_dist.parallel3d.recipe import (
     rank_micro_batches,
     train_step,
 )
+from minitorch_dist.parallel3d.seeds import PP_SEED_OFFSET, grid_generators, stream_draws
 
 __all__ = [
     "BUGS",
+    "FP32_ADAM",
+    "PP_SEED_OFFSET",
     "ClippedZeroStage1",
     "GridCheck",
     "GridModel",
@@ -40,10 +44,12 @@ __all__ = [
     "build_3d",
     "clip_coefficient",
     "compare_grid_with_reference",
+    "grid_generators",
     "grid_grad_norm",
     "grid_rank",
     "rank_micro_batches",
     "reference_with_clip",
+    "stream_draws",
     "tp_replicated",
     "train_step",
 ]
