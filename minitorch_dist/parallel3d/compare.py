@@ -84,9 +84,6 @@ def _local_norm(optimizer: Any, grid: Any, counted: list[torch.Tensor]) -> torch
 def _apply_bug(model3d: Any, bug: str, opt_kwargs: dict[str, Any]) -> None:
     grid, opt = model3d.grid, model3d.optimizer
     if bug in ("world", "dp_only"):
-        if bug == "world" and grid.size("pp") > 1:
-            raise ValueError("bug='world' needs pp = 1: stages of unequal size cannot share a "
-                             "reduce-scatter (it fails at once instead of training wrong)")  # fmt: skip
         group = None if bug == "world" else grid.group("dp")
         model3d.optimizer = ClippedZeroStage1(list(model3d.named.values()), torch.optim.Adam,
                                               grid=grid, group=group, replicated=opt.replicated,
@@ -154,6 +151,9 @@ def compare_grid_with_reference(
     beyond ``tolerance`` (default EXACT in fp64, :data:`FP32_ADAM` for fp32 weights)."""
     if bug is not None and bug not in BUGS:
         raise ValueError(f"bug must be one of {', '.join(BUGS)} or None, got {bug!r}")
+    if bug == "world" and pp > 1:
+        raise ValueError("bug='world' needs pp = 1: stages of unequal size cannot share a "
+                         "reduce-scatter (it fails at once instead of training wrong)")  # fmt: skip
     layout = GridLayout(dp=dp, pp=pp, cp=cp, tp=tp)
     batches = make_batches(config.vocab_size, dp * micro_batches, seq_len, steps)
     results = launch(grid_rank, layout.world_size, layout, config, batches, dtype, micro_batches,
