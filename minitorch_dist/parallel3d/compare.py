@@ -144,11 +144,12 @@ def compare_grid_with_reference(
     *, dp: int = 1, pp: int = 1, cp: int = 1, tp: int = 1, dtype: torch.dtype = torch.float64,
     steps: int = 3, micro_batches: int = 2, seq_len: int = 16, lr: float = 1e-3,
     max_norm: float | None = 0.5, config: LlamaConfig = TINY, bug: str | None = None,
-    tolerance: dict[str, float] | None = None, timeout: float = 120.0,
+    tolerance: dict[str, float] | None = None, strict: bool = True, timeout: float = 120.0,
 ) -> GridCheck:  # fmt: skip
     """Train on ``dp * pp * cp * tp`` emulated ranks and on one process; compare (see the module
     docstring). Raises an AssertionError naming the rank and tensor (or the loss, the norm)
-    beyond ``tolerance`` (default EXACT in fp64, :data:`FP32_ADAM` for fp32 weights)."""
+    beyond ``tolerance`` (default EXACT in fp64, :data:`FP32_ADAM` for fp32 weights);
+    ``strict=False`` only measures (the pitfalls' table: how far off each one is)."""
     if bug is not None and bug not in BUGS:
         raise ValueError(f"bug must be one of {', '.join(BUGS)} or None, got {bug!r}")
     if bug == "world" and pp > 1:
@@ -160,6 +161,7 @@ def compare_grid_with_reference(
                      seq_len, lr, max_norm, bug, timeout=timeout)  # fmt: skip
     ref, ref_norms = reference_with_clip(config, batches, dtype, lr, max_norm)
     tol = tolerance if tolerance is not None else (EXACT if dtype == torch.float64 else FP32_ADAM)
+    tol = tol if strict else None
     vp = padded_vocab_size(config.vocab_size, tp)
     want = {n: torch.cat([w, w.new_zeros(vp - w.shape[0], *w.shape[1:])])
             if n in ("embed.weight", "head.weight") else w for n, w in ref.weights.items()}  # fmt: skip
@@ -167,7 +169,8 @@ def compare_grid_with_reference(
     if held != set(want):
         raise AssertionError(f"the ranks hold {sorted(held)}, the model has {sorted(want)}")
     scalar_tol = EXACT if dtype == torch.float64 else TIGHT
-    scalars = {"loss": (ref.losses, TIGHT), "gradient norm": (ref_norms, scalar_tol)}
+    scalars = {"loss": (ref.losses, TIGHT if strict else None),
+               "gradient norm": (ref_norms, scalar_tol if strict else None)}  # fmt: skip
     comparisons = []
     for rank, r in enumerate(results):
         label = f"rank {rank}, "
