@@ -15,6 +15,7 @@ the same, in the same order.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -111,7 +112,7 @@ def build_3d(
     # BEGIN SOLUTION lab11.1: cut into stages, tp inside each, cp's attention, ZeRO-1 over dp x cp
     # 1. Pipeline first: the cut is made on whole Blocks and under the model's own names, so
     #    this rank keeps only its stage's layers and every later wrapper touches only those.
-    bounds = [0, *torch.tensor(split_layers(config.layers, pp)).cumsum(0).tolist()]
+    bounds = [0, *itertools.accumulate(split_layers(config.layers, pp))]  # first layer of each
     p = grid.index("pp")
     stage = GridStage(model, bounds[p], bounds[p + 1], seq_len=seq_len, cp_group=cp_group,
                       layout=layout)  # fmt: skip
