@@ -51,6 +51,13 @@ def test_each_pitfall_fails_the_comparison(bug):
         compare_grid_with_reference(**axes, steps=2, bug=bug)
 
 
+def test_without_sequence_parallelism_too():
+    """Catches a recipe that only works with sp: plain TP (activations whole between blocks,
+    boundary messages of s/cp tokens) on the cp x pp x tp grid equals one process in fp64."""
+    check = compare_grid_with_reference(cp=2, pp=2, tp=2, sp=False, steps=2)
+    assert check.max_error < 1e-10
+
+
 def test_world_group_bug_needs_equal_stages():
     with pytest.raises(ValueError, match="pp = 1"):
         compare_grid_with_reference(dp=2, pp=2, tp=1, bug="world", steps=1)

@@ -99,13 +99,13 @@ def _apply_bug(model3d: Any, bug: str, opt_kwargs: dict[str, Any]) -> None:
 
 def grid_rank(rank: int, world_size: int, layout: GridLayout, config: LlamaConfig,
               batches: list, dtype: torch.dtype, micro_batches: int, seq_len: int, lr: float,
-              max_norm: float | None, bug: str | None) -> dict[str, Any]:  # fmt: skip
+              max_norm: float | None, bug: str | None, sp: bool = True) -> dict[str, Any]:  # fmt: skip
     """One rank (``launch``'s function): build, train, return losses, norms, weights, shards."""
     torch.manual_seed(rank if bug == "rank_seed" else 0)  # the same model on every rank
     grid = ProcessGrid(dp=layout.dp, pp=layout.pp, cp=layout.cp, tp=layout.tp)
     model = Llama(config).to(dtype)
     model3d = build_3d(model, grid, micro_batches=micro_batches, seq_len=seq_len, lr=lr,
-                       max_norm=max_norm)  # fmt: skip
+                       max_norm=max_norm, sp=sp)  # fmt: skip
     if bug is not None:
         _apply_bug(model3d, bug, {"lr": lr})
     losses, norms = [], []
@@ -144,12 +144,13 @@ def compare_grid_with_reference(
     *, dp: int = 1, pp: int = 1, cp: int = 1, tp: int = 1, dtype: torch.dtype = torch.float64,
     steps: int = 3, micro_batches: int = 2, seq_len: int = 16, lr: float = 1e-3,
     max_norm: float | None = 0.5, config: LlamaConfig = TINY, bug: str | None = None,
-    tolerance: dict[str, float] | None = None, strict: bool = True, timeout: float = 120.0,
+    tolerance: dict[str, float] | None = None, strict: bool = True, sp: bool = True,
+    timeout: float = 120.0,
 ) -> GridCheck:  # fmt: skip
     """Train on ``dp * pp * cp * tp`` emulated ranks and on one process; compare (see the module
     docstring). Raises an AssertionError naming the rank and tensor (or the loss, the norm)
     beyond ``tolerance`` (default EXACT in fp64, :data:`FP32_ADAM` for fp32 weights);
-    ``strict=False`` only measures (the pitfalls' table: how far off each one is)."""
+    ``sp=False`` leaves sequence parallelism out; ``strict=False`` only measures (the pitfalls' table: how far off each one is)."""
     if bug is not None and bug not in BUGS:
         raise ValueError(f"bug must be one of {', '.join(BUGS)} or None, got {bug!r}")
     if bug == "world" and pp > 1:
@@ -158,7 +159,7 @@ def compare_grid_with_reference(
     layout = GridLayout(dp=dp, pp=pp, cp=cp, tp=tp)
     batches = make_batches(config.vocab_size, dp * micro_batches, seq_len, steps)
     results = launch(grid_rank, layout.world_size, layout, config, batches, dtype, micro_batches,
-                     seq_len, lr, max_norm, bug, timeout=timeout)  # fmt: skip
+                     seq_len, lr, max_norm, bug, sp, timeout=timeout)  # fmt: skip
     ref, ref_norms = reference_with_clip(config, batches, dtype, lr, max_norm)
     tol = tolerance if tolerance is not None else (EXACT if dtype == torch.float64 else FP32_ADAM)
     tol = tol if strict else None
