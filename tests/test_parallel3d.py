@@ -19,6 +19,7 @@ from minitorch_dist.grid import GridLayout, ProcessGrid
 from minitorch_dist.models import Llama
 from minitorch_dist.parallel3d import (
     BUGS,
+    ClippedZeroStage1,
     build_3d,
     clip_coefficient,
     compare_grid_with_reference,
@@ -63,6 +64,12 @@ def test_world_group_bug_needs_equal_stages():
         compare_grid_with_reference(dp=2, pp=2, tp=1, bug="world", steps=1)
     with pytest.raises(ValueError, match="bug must be one of"):
         compare_grid_with_reference(dp=2, bug="typo", steps=1)
+
+
+def test_max_norm_must_be_positive():
+    with pytest.raises(ValueError, match="max_norm must be a number > 0"):
+        ClippedZeroStage1([torch.zeros(1, requires_grad=True)], torch.optim.Adam, grid=None,
+                          max_norm=0.0)  # fmt: skip
 
 
 def test_clip_coefficient_is_torchs():
