@@ -1,0 +1,187 @@
+"""The grid against one process, through the shared harness, and the pitfalls made to happen.
+
+    check = compare_grid_with_reference(dp=2, pp=2, tp=2)      # raises if any rank is off
+    check.max_error, check.losses, check.norms                 # what the chapter prints
+
+Every rank builds the tiny Llama after the same seed, distributes it with :func:`build_3d` and
+trains ``steps`` steps on its share of the same global batches; the reference
+(:func:`~minitorch_dist.reference.reference_run`) trains the whole model on the whole batches
+with the same optimizer and ``torch.nn.utils.clip_grad_norm_``. Compared: every rank's loss per
+step (every rank reports the global loss), the gradient norm per step before clipping, and every
+weight a rank holds after the last step against its slice of the reference's weight
+(:func:`~minitorch_dist.tensor_parallel.tp_shards`), under the model's names; the ranks must
+hold every parameter between them.
+
+``bug`` runs the same recipe with one deliberate mistake (the chapter's pitfalls); the check
+then fails, which is the point: ``"world"`` ZeRO over WORLD instead of dp x cp (pp = 1 grids:
+stages of unequal size cannot even share a reduce-scatter), ``"dp_only"`` ZeRO over dp alone
+while cp > 1 (the cp ranks' gradients never meet), ``"local_norm"`` the norm reduced over
+dp x cp only (not tp, pp), ``"double_count"`` tp-replicated norms summed t times,
+``"unscaled_loss"`` each micro-batch's loss not divided by m, ``"rank_seed"`` every rank
+initialised from its own seed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+from minitorch_dist.grid import GridLayout, ProcessGrid
+from minitorch_dist.launcher import launch
+from minitorch_dist.models import Llama, LlamaConfig
+from minitorch_dist.parallel3d.clip import ClippedZeroStage1
+from minitorch_dist.parallel3d.recipe import build_3d, rank_micro_batches, train_step
+from minitorch_dist.reference import EXACT, TIGHT, Comparison, compare, make_batches, reference_run
+from minitorch_dist.tensor_parallel import padded_vocab_size, tp_shards
+from minitorch_dist.tensor_parallel.measure import full_cross_entropy
+
+__all__ = [
+    "BUGS",
+    "FP32_ADAM",
+    "GridCheck",
+    "compare_grid_with_reference",
+    "grid_rank",
+    "reference_with_clip",
+]
+
+TINY = LlamaConfig.from_preset("tiny")
+# fp32 weights after Adam steps: Adam's first update is lr * g / |g| elementwise, so an element
+# whose gradient sits at fp32's rounding level can move by a share of lr whichever run computed
+# it; measured, the largest such difference is about 1% of lr (1e-3): the weights are compared
+# to 2e-5 (the loss and the norm stay at TIGHT)
+FP32_ADAM = {"rtol": 1e-5, "atol": 2e-5}
+BUGS = ("world", "dp_only", "local_norm", "double_count", "unscaled_loss", "rank_seed")
+
+
+@dataclass
+class GridCheck:
+    """What one comparison found: per rank the largest error per weight, the losses and norms
+    per step (rank 0's; every rank has the same), the reference's, and per rank what it held."""
+
+    comparisons: list[Comparison]
+    losses: list[float]
+    norms: list[float]
+    ref_losses: list[float]
+    ref_norms: list[float]
+    held: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def max_error(self) -> float:
+        return max(c.max_abs_error for c in self.comparisons)
+
+
+def _local_norm(optimizer: Any, grid: Any, counted: list[torch.Tensor]) -> torch.Tensor:
+    """Pitfall: the norm of this rank's gradients, summed over the ZeRO shards only."""
+    sq = sum(((m * u.shard.grad.double() ** 2).sum() for u, m in zip(optimizer.units, counted)),
+             torch.zeros((), dtype=torch.float64))  # fmt: skip
+    dist.all_reduce(sq, group=grid.group("dp_cp"))
+    return sq.sqrt()
+
+
+def _apply_bug(model3d: Any, bug: str, opt_kwargs: dict[str, Any]) -> None:
+    grid, opt = model3d.grid, model3d.optimizer
+    if bug in ("world", "dp_only"):
+        group = None if bug == "world" else grid.group("dp")
+        model3d.optimizer = ClippedZeroStage1(list(model3d.named.values()), torch.optim.Adam,
+                                              grid=grid, group=group, replicated=opt.replicated,
+                                              max_norm=opt.max_norm, **opt_kwargs)  # fmt: skip
+    elif bug == "local_norm":
+        opt.norm_fn = _local_norm
+    elif bug == "double_count":
+        opt.replicated, opt._counted = {}, None
+    elif bug == "unscaled_loss":
+        m, loss_fn = model3d.schedule.micro_batches, model3d.loss_fn
+        model3d.loss_fn = lambda logits, target: loss_fn(logits, target) * m  # undoes the 1/m
+
+
+def grid_rank(rank: int, world_size: int, layout: GridLayout, config: LlamaConfig,
+              batches: list, dtype: torch.dtype, micro_batches: int, seq_len: int, lr: float,
+              max_norm: float | None, bug: str | None, sp: bool = True) -> dict[str, Any]:  # fmt: skip
+    """One rank (``launch``'s function): build, train, return losses, norms, weights, shards."""
+    torch.manual_seed(rank if bug == "rank_seed" else 0)  # the same model on every rank
+    grid = ProcessGrid(dp=layout.dp, pp=layout.pp, cp=layout.cp, tp=layout.tp)
+    model = Llama(config).to(dtype)
+    model3d = build_3d(model, grid, micro_batches=micro_batches, seq_len=seq_len, lr=lr,
+                       max_norm=max_norm, sp=sp)  # fmt: skip
+    if bug is not None:
+        _apply_bug(model3d, bug, {"lr": lr})
+    losses, norms = [], []
+    for batch in batches:
+        losses.append(train_step(model3d, rank_micro_batches(batch, grid, micro_batches)))
+        norms.append(model3d.optimizer.last_norm)
+    tp, t = grid.size("tp"), grid.index("tp")
+    shards = {n: s for n, s in tp_shards(config, t, tp).items() if n in model3d.named}
+    weights = {n: p.detach().clone() for n, p in model3d.named.items()}
+    held = {"coords": grid.coords, "groups": {g: grid.ranks(g) for g in ("dp", "pp", "cp", "tp",
+            "dp_cp")}, "names": list(weights), "numel": sum(w.numel() for w in weights.values()),
+            "zero_shard": sum(u.shard_numel for u in model3d.optimizer.units)}  # fmt: skip
+    return {"losses": losses, "norms": norms, "weights": weights, "shards": shards, "held": held}
+
+
+def reference_with_clip(config: LlamaConfig, batches: list, dtype: torch.dtype, lr: float,
+                        max_norm: float | None) -> tuple[Any, list[float]]:  # fmt: skip
+    """The single-process run (Adam, ``clip_grad_norm_`` before each step): (Run, norms)."""
+    norms: list[float] = []
+
+    class ClipThenAdam(torch.optim.Adam):
+        def step(self, closure: Any = None) -> Any:
+            params = [p for g in self.param_groups for p in g["params"]]
+            norm = torch.nn.utils.clip_grad_norm_(params, max_norm if max_norm else float("inf"))
+            norms.append(float(norm))
+            return super().step(closure)
+
+    # the loss in the model's dtype, as the vocab-parallel one computes it (the Llama's own
+    # cross_entropy works in fp32 whatever the dtype: no fp64-exact comparison through it)
+    run = reference_run(lambda: Llama(config), lambda ps: ClipThenAdam(ps, lr=lr), batches,
+                        dtype=dtype, loss_fn=full_cross_entropy)  # fmt: skip
+    return run, norms
+
+
+def compare_grid_with_reference(
+    *, dp: int = 1, pp: int = 1, cp: int = 1, tp: int = 1, dtype: torch.dtype = torch.float64,
+    steps: int = 3, micro_batches: int = 2, seq_len: int = 16, lr: float = 1e-3,
+    max_norm: float | None = 0.5, config: LlamaConfig = TINY, bug: str | None = None,
+    tolerance: dict[str, float] | None = None, strict: bool = True, sp: bool = True,
+    timeout: float = 120.0,
+) -> GridCheck:  # fmt: skip
+    """Train on ``dp * pp * cp * tp`` emulated ranks and on one process; compare (see the module
+    docstring). Raises an AssertionError naming the rank and tensor (or the loss, the norm)
+    beyond ``tolerance`` (default EXACT in fp64, :data:`FP32_ADAM` for fp32 weights);
+    ``sp=False`` leaves sequence parallelism out; ``strict=False`` only measures (the pitfalls' table: how far off each one is)."""
+    if bug is not None and bug not in BUGS:
+        raise ValueError(f"bug must be one of {', '.join(BUGS)} or None, got {bug!r}")
+    if bug == "world" and pp > 1:
+        raise ValueError("bug='world' needs pp = 1: stages of unequal size cannot share a "
+                         "reduce-scatter (it fails at once instead of training wrong)")  # fmt: skip
+    layout = GridLayout(dp=dp, pp=pp, cp=cp, tp=tp)
+    batches = make_batches(config.vocab_size, dp * micro_batches, seq_len, steps)
+    results = launch(grid_rank, layout.world_size, layout, config, batches, dtype, micro_batches,
+                     seq_len, lr, max_norm, bug, sp, timeout=timeout)  # fmt: skip
+    ref, ref_norms = reference_with_clip(config, batches, dtype, lr, max_norm)
+    tol = tolerance if tolerance is not None else (EXACT if dtype == torch.float64 else FP32_ADAM)
+    tol = tol if strict else None
+    vp = padded_vocab_size(config.vocab_size, tp)
+    want = {n: torch.cat([w, w.new_zeros(vp - w.shape[0], *w.shape[1:])])
+            if n in ("embed.weight", "head.weight") else w for n, w in ref.weights.items()}  # fmt: skip
+    held = {n for r in results for n in r["weights"]}
+    if held != set(want):
+        raise AssertionError(f"the ranks hold {sorted(held)}, the model has {sorted(want)}")
+    scalar_tol = EXACT if dtype == torch.float64 else TIGHT
+    scalars = {"loss": (ref.losses, TIGHT if strict else None),
+               "gradient norm": (ref_norms, scalar_tol if strict else None)}  # fmt: skip
+    comparisons = []
+    for rank, r in enumerate(results):
+        label = f"rank {rank}, "
+        for name, got in (("loss", r["losses"]), ("gradient norm", r["norms"])):
+            wanted, scalar_tol = scalars[name]
+            compare({name: torch.tensor(got, dtype=torch.float64)},
+                    {name: torch.tensor(wanted, dtype=torch.float64)}, tolerance=scalar_tol,
+                    label=label)  # fmt: skip
+        comparisons.append(compare(r["weights"], {n: want[n] for n in r["weights"]},
+                                   shards=r["shards"], tolerance=tol,
+                                   label=label + "weight "))  # fmt: skip
+    return GridCheck(comparisons, results[0]["losses"], results[0]["norms"], ref.losses,
+                     ref_norms, [r["held"] for r in results])  # fmt: skip

@@ -1,0 +1,81 @@
+"""The grid as it was built: one box per rank, placed by its coordinates, with what it held.
+
+    check = compare_grid_with_reference(dp=2, pp=2, tp=2)
+    plot_grid(check.held)          # each rank's coordinates, groups, parameters and ZeRO shard
+
+Nothing is laid out from the configuration: every box, colour and frame comes from what a rank
+reported after training (``ProcessGrid.coords``, ``grid.ranks(group)`` and the names and sizes of
+the parameters it kept), so a grid built in the wrong order draws wrongly.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from matplotlib.axes import Axes
+from matplotlib.patches import FancyBboxPatch, Rectangle
+
+from minitorch_dist.figures import BookFigure
+
+__all__ = ["held_summary", "plot_grid"]
+
+STAGE_COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd")
+
+
+def held_summary(names: Sequence[str]) -> str:
+    """``embed, layers 0`` from a rank's parameter names."""
+    layers = sorted({int(n.split(".")[1]) for n in names if n.startswith("layers.")})
+    parts = ["embed"] if "embed.weight" in names else []
+    if layers:
+        parts.append(
+            f"layer {layers[0]}" if len(layers) == 1 else f"layers {layers[0]}-{layers[-1]}"
+        )
+    parts += [n.split(".")[0] for n in ("norm.weight", "head.weight") if n in names]
+    return ", ".join(parts)
+
+
+def plot_grid(held: Sequence[dict[str, Any]], ax: Axes | None = None, title: str = "") -> Any:
+    """Draw each rank of ``held`` (per rank: ``coords``, ``groups``, ``names``, ``numel``,
+    ``zero_shard``, as :func:`~minitorch_dist.parallel3d.grid_rank` returns them): columns are
+    pipeline stages, grouped by dp x cp replica; rows are tp ranks; a frame around each tp group,
+    a dashed line through each dp x cp group (the ranks whose gradients ZeRO-1 averages)."""
+    if ax is None:
+        fig = BookFigure(figsize=(10, 3.6), layout="constrained")
+        ax = fig.subplots()
+    pp = 1 + max(h["coords"]["pp"] for h in held)
+    pos = {}
+    for rank, h in enumerate(held):
+        c, replica = h["coords"], h["groups"]["dp_cp"].index(rank)
+        pos[rank] = (replica * (pp + 0.5) + c["pp"], -c["tp"] * 1.15)
+    for rank, h in enumerate(held):
+        x, y = pos[rank]
+        c = h["coords"]
+        ax.add_patch(Rectangle((x + 0.05, y - 0.5), 0.9, 1.0, alpha=0.25,
+                               color=STAGE_COLOURS[c["pp"] % len(STAGE_COLOURS)]))  # fmt: skip
+        axes = " ".join(f"{a}{c[a]}" for a in ("dp", "pp", "cp", "tp") if len(h["groups"][a]) > 1)
+        ax.text(x + 0.5, y + 0.3, f"rank {rank}  ({axes})", ha="center", fontsize=8, weight="bold")
+        ax.text(x + 0.5, y + 0.02, held_summary(h["names"]), ha="center", fontsize=7)
+        ax.text(x + 0.5, y - 0.25, f"{h['numel']:,} params\nZeRO-1 shard {h['zero_shard']:,}",
+                ha="center", va="center", fontsize=7)  # fmt: skip
+    seen = set()
+    for h in held:
+        group = tuple(h["groups"]["tp"])
+        if len(group) > 1 and group not in seen:
+            seen.add(group)
+            xs, ys = zip(*(pos[r] for r in group))
+            ax.add_patch(FancyBboxPatch((min(xs) + 0.02, min(ys) - 0.53), 0.96 + max(xs) - min(xs),
+                                        1.06 + max(ys) - min(ys), boxstyle="round,pad=0.01",
+                                        fill=False, lw=1.5, ec="black"))  # fmt: skip
+        group = tuple(h["groups"]["dp_cp"])
+        if len(group) > 1 and group not in seen:
+            seen.add(group)
+            xs, ys = zip(*(pos[r] for r in group))
+            ax.plot([x + 0.5 for x in xs], [y - 0.42 for y in ys], "k--", lw=1)
+    xs, ys = zip(*pos.values())
+    ax.set_xlim(min(xs) - 0.1, max(xs) + 1.1)
+    ax.set_ylim(min(ys) - 0.7, max(ys) + 0.7)
+    ax.set_axis_off()
+    ax.set_title(title or "the grid as built: solid frames = tp groups, dashed = dp x cp groups "
+                 "(ZeRO-1), colour = pipeline stage", fontsize=9)  # fmt: skip
+    return ax.figure
