@@ -24,8 +24,6 @@ buffers, the CUDA context, allocator fragmentation.
 
 from __future__ import annotations
 
-from minitorch_dist.pipeline import first_stage_activation_factor
-
 from .config import ParallelConfig, micro_batches
 from .memo import activation_bytes, model_state_bytes, split_layers  # memoised, same numbers
 
@@ -33,16 +31,16 @@ __all__ = ["fits", "in_flight", "peak_memory", "rank_memory"]
 
 
 def in_flight(pp: int, v: int, m: int, stage: int) -> float:
-    """Micro-batches' worth of activations stage ``stage`` holds at its peak (module docstring).
+    """Micro-batches' worth of activations stage ``stage`` holds at its peak.
 
-    1F1B: ``min(p - stage, m)``. Interleaved (v > 1): stage 0 holds
-    ``first_stage_activation_factor(p, v)`` times p; the last stage ``((v - 1) p + 1) / v``
-    (its warm-up runs ``(v - 1) p`` chunks before the first backward)."""
+    1F1B: ``min(p - stage, m)``. Interleaved (v > 1): Megatron's warm-up runs
+    ``2 (p - 1 - stage) + (v - 1) p`` chunk forwards before the first backward, so
+    ``(v + 1) p - 1 - 2 stage`` chunks of ``1 / v`` of the rank's layers are alive at once; on
+    stage 0 that is ``p`` times :func:`~minitorch_dist.pipeline.first_stage_activation_factor`.
+    Both equal the peaks of :func:`~minitorch_dist.pipeline.simulate` (tests/test_planner.py)."""
     if v == 1:
         return min(pp - stage, m)
-    if stage == 0:
-        return min(pp * first_stage_activation_factor(pp, v), m)
-    return min(((v - 1) * pp + 1) / v, m)
+    return min(((v + 1) * pp - 1 - 2 * stage) / v, m)
 
 
 def rank_memory(

@@ -106,14 +106,19 @@ def rank(rows: list[Row]) -> list[Row]:
     # END SOLUTION
 
 
-def plan(model, cluster, *, global_batch: int, seq_len: int) -> Plan:  # noqa: ANN001
+def plan(model, cluster, *, global_batch: int, seq_len: int, only: dict | None = None) -> Plan:  # noqa: ANN001
     """Every configuration of ``model`` on ``cluster`` for ``global_batch`` sequences of
-    ``seq_len`` tokens: fits or the reason it does not, predicted step time and MFU, ranked."""
+    ``seq_len`` tokens: fits or the reason it does not, predicted step time and MFU, ranked.
+    ``only``: keep just the configurations whose fields have these values."""
+    only = only or {}
     model = as_model(model)
     kw = {"global_batch": global_batch, "seq_len": seq_len}
     rows = []
     for tp, pp, cp, dp, v, ep, mb in layouts(model, cluster, global_batch):
-        base = ParallelConfig(dp=dp, tp=tp, pp=pp, v=v, cp=cp, ep=ep, micro_batch=mb)
+        layout = {"dp": dp, "tp": tp, "pp": pp, "v": v, "cp": cp, "ep": ep, "micro_batch": mb}
+        if any(layout[k] != only[k] for k in only.keys() & layout.keys()):
+            continue
+        base = ParallelConfig(**layout)
         try:
             validate(model, cluster, base, **kw)
         except ValueError as e:
@@ -122,8 +127,10 @@ def plan(model, cluster, *, global_batch: int, seq_len: int) -> Plan:  # noqa: A
         for sp, zero, recompute, offload in product(
             (False, True) if tp > 1 else (False,), (0, 1, 2, 3), RECOMPUTE, (False, True)
         ):
-            config = ParallelConfig(dp=dp, tp=tp, pp=pp, v=v, cp=cp, ep=ep, sp=sp, zero=zero,
-                                    recompute=recompute, micro_batch=mb, offload=offload)  # fmt: skip
+            knobs = {"sp": sp, "zero": zero, "recompute": recompute, "offload": offload}
+            if any(knobs[k] != only[k] for k in only.keys() & knobs.keys()):
+                continue
+            config = ParallelConfig(**layout, **knobs)
             if sp and (seq_len // cp) % tp:
                 rows.append(
                     Row(
