@@ -164,8 +164,8 @@ class Choice:
 
 def choose(model, cluster, *, global_batch: int, seq_len: int) -> Choice:  # noqa: ANN001
     """Pick the configuration to train with, and give the numbers that justify the choice."""
+    # BEGIN SOLUTION lab11.3: plan, then the best row, the runner-up's margin, the largest overhead
     result = plan(model, cluster, global_batch=global_batch, seq_len=seq_len)
-    # BEGIN SOLUTION lab11.3: the best row, the runner-up's margin, the largest overhead
     fitting = result.fitting
     if not fitting:
         raise ValueError("no configuration fits this model on this cluster")
