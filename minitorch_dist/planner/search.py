@@ -2,7 +2,8 @@
 
 A *layout* is ``(tp, pp, cp, dp, v, ep, micro_batch)``; on each valid layout the planner tries
 every setting of the knobs that change memory against time: sequence parallelism, ZeRO stage,
-recomputation and offload. A layout that breaks a rule (:func:`~.config.validate`) is one
+recomputation and offload (ZeRO only with dp > 1: with one replica there is nothing to shard, and
+stages 1-3 would be the same configuration as stage 0 under another name). A layout that breaks a rule (:func:`~.config.validate`) is one
 rejected row with the rule's message; a configuration that does not fit is rejected with its
 bytes. The fitting ones are ranked by predicted step time, ties broken by the configuration's
 fields, so the order is the same on every machine.
@@ -125,7 +126,10 @@ def plan(model, cluster, *, global_batch: int, seq_len: int, only: dict | None =
             rows.append(Row(base, reason=str(e)))
             continue
         for sp, zero, recompute, offload in product(
-            (False, True) if tp > 1 else (False,), (0, 1, 2, 3), RECOMPUTE, (False, True)
+            (False, True) if tp > 1 else (False,),
+            (0, 1, 2, 3) if dp > 1 else (0,),
+            RECOMPUTE,
+            (False, True),
         ):
             knobs = {"sp": sp, "zero": zero, "recompute": recompute, "offload": offload}
             if any(knobs[k] != only[k] for k in only.keys() & knobs.keys()):
