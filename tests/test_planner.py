@@ -225,3 +225,34 @@ def test_70b_on_1024_gpus_is_planned_quickly():
                   seq_len=4096)  # fmt: skip
     assert time.perf_counter() - start < 30
     assert len(result.fitting) > 1000 and math.isfinite(result.fitting[0].time.total)
+
+
+# -- the widget ----------------------------------------------------------------------------------
+def test_render_config_shows_the_planners_numbers():
+    """Catches a widget whose bytes, fit verdict, step time or rank differ from the planner's."""
+    from minitorch_dist.viz import render_config
+
+    cluster = Cluster.from_preset("dgx-h100", 16)
+    result = plan("llama-3-8b", cluster, global_batch=64, seq_len=4096)
+    best = result.fitting[3]
+    text = render_config(result, best.config)
+    assert f'data-bytes="{best.memory["total"]}"' in text and 'data-fits="true"' in text
+    assert 'data-rank="4"' in text and f'data-total="{best.time.total!r}"' in text
+    bad = ParallelConfig(dp=1, tp=16)
+    assert 'data-valid="false"' in render_config(result, bad) and "gpus_per_node" in render_config(
+        result, bad
+    )
+
+
+def test_planner_widget_follows_its_controls():
+    """Catches controls that do not reach the configuration (dp not derived from the GPUs and
+    the other axes, say)."""
+    pytest.importorskip("ipywidgets")
+    from minitorch_dist.viz import planner_widget
+
+    w = planner_widget(model="llama-3-8b", gpus=16, global_batch=64, tp=2, pp=2, cp=1)
+    assert w.config.dp == 4 and w.config.tp == 2 and w.config.pp == 2
+    w.set(pp=4, v=2, zero=3, recompute="full")
+    assert (w.config.dp, w.config.v, w.config.zero, w.config.recompute) == (2, 2, 3, "full")
+    row = next(r for r in w.plan.fitting if r.config == w.config)
+    assert f'data-total="{row.time.total!r}"' in w.view.value
