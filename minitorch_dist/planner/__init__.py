@@ -16,7 +16,15 @@ from .config import RECOMPUTE, ParallelConfig, micro_batches, strides, validate
 from .cost import StepTime, comm_bytes, step_time
 from .fit import fits, in_flight, peak_memory, rank_memory
 from .model import PlannerModel, as_model
-from .published import PUBLISHED, Published, Verdict, completions, evaluate_published, gpt_standin
+from .published import (
+    PUBLISHED,
+    Published,
+    Verdict,
+    comparable_tflops,
+    completions,
+    evaluate_published,
+    gpt_standin,
+)
 from .search import Choice, Plan, Row, choose, divisors, layouts, plan, rank
 
 __all__ = [
@@ -24,6 +32,7 @@ __all__ = [
     "PUBLISHED",
     "Published",
     "Verdict",
+    "comparable_tflops",
     "completions",
     "evaluate_published",
     "gpt_standin",

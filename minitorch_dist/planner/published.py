@@ -33,7 +33,15 @@ from .cluster import Cluster
 from .model import PlannerModel, as_model
 from .search import Plan, Row, plan
 
-__all__ = ["PUBLISHED", "Published", "Verdict", "completions", "evaluate_published", "gpt_standin"]
+__all__ = [
+    "PUBLISHED",
+    "Published",
+    "Verdict",
+    "comparable_tflops",
+    "completions",
+    "evaluate_published",
+    "gpt_standin",
+]
 
 # params (billion), heads, hidden, layers, t, p, GPUs, batch, TFLOP/s per GPU (Table 1)
 NARAYANAN_TABLE1 = (
@@ -70,6 +78,7 @@ class Published:
     fixed: dict = field(default_factory=dict)  # ParallelConfig fields the paper states
     tflops_per_gpu: float | None = None  # achieved, as the paper counts it
     mfu: float | None = None  # achieved model FLOPs utilisation, where given
+    counts_recompute: bool = False  # the paper's TFLOP/s count the recomputed forward (eq. (3))
 
 
 def _narayanan() -> list[Published]:
@@ -79,7 +88,7 @@ def _narayanan() -> list[Published]:
             "Narayanan et al. 2021, Table 1", f"GPT {b}B", PlannerModel(gpt_standin(b, heads, h, layers)),
             Cluster.from_preset("dgx-a100", n), batch, 2048,
             {"tp": t, "pp": p, "dp": n // (t * p), "cp": 1, "sp": False, "zero": 0,
-             "recompute": "full", "offload": False}, tflops,
+             "recompute": "full", "offload": False}, tflops, counts_recompute=True,
         ))  # fmt: skip
     return out
 
@@ -136,6 +145,14 @@ def evaluate_published(run: Published, result: Plan | None = None) -> Verdict:
         if all(getattr(row.config, k) == v for k, v in run.fixed.items()):
             return Verdict(run, row, i, len(fitting), fitting[0])
     return Verdict(run, None, None, len(fitting), fitting[0])
+
+
+def comparable_tflops(run: Published, row: Row) -> float:
+    """The planner's TFLOP/s per GPU for ``row``, counted as the paper counts: with the
+    recomputed forward (Narayanan's eq. (3)) or model FLOPs only (Llama 3's MFU x peak)."""
+    if run.counts_recompute:
+        return row.time.tflops_per_gpu
+    return row.time.mfu * run.cluster.peak_flops / 1e12
 
 
 def completions(run: Published) -> list[Row]:
