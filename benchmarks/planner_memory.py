@@ -50,11 +50,10 @@ def train_two_steps(config: LlamaConfig, seq_len: int, micro_batch: int, device:
     """Two mixed-precision Adam steps; the peak bytes of the second forward + backward."""
     dtype = torch.bfloat16 if device == "cuda" else torch.float32
     torch.manual_seed(0)
-    model = Llama(config).to(device=device, dtype=dtype)
-    params = [p for p in model.parameters()]
+    with torch.device(device):  # built where it runs: no 4-byte copy of a 0.9B model on the host
+        model = Llama(config).to(dtype)
+    params = list(model.parameters())
     master = [p.detach().float().clone() for p in params]  # fp32 master copy (4 B/param)
-    if dtype == torch.float32:  # on the CPU the model is already fp32: the master is a copy
-        pass
     opt = torch.optim.Adam(master, lr=1e-4, foreach=False)  # m, v: 8 B/param
     inputs, targets = synthetic_batch(config.vocab_size, micro_batch, seq_len, seed=0)
     inputs, targets = inputs.to(device), targets.to(device)
