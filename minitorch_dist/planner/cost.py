@@ -131,7 +131,14 @@ def _messages(
 def step_time(
     model, cluster, config: ParallelConfig, *, seq_len: int, global_batch: int
 ) -> StepTime:  # noqa: ANN001
-    """Predicted seconds of one training step, by part (module docstring)."""
+    """Predicted seconds of one step, by part: ``compute`` (the step's FLOPs over every GPU at
+    ``matmul_efficiency`` of the peak); ``tp``, ``cp``, ``ep``, ``pp`` (each axis's bytes from
+    :func:`comm_bytes` over the bandwidth of ``cluster.link(size, stride)``, plus its messages
+    times the link's alpha; a pipeline send is a group of 2); ``bubble`` (those five times
+    ``bubble_fraction(p, m, v)``); ``dp`` (the ZeRO bytes over the dp group's link, experts over
+    the dp/ep group's, plus alpha per ring step); then ``offload``, ``total``, MFU and TFLOP/s.
+
+    See the module docstring for where each formula comes from."""
     c = config
     m = micro_batches(c, global_batch)
     layers, moe_layers = _stage_layers(model, c)

@@ -167,7 +167,11 @@ class Choice:
 
 
 def choose(model, cluster, *, global_batch: int, seq_len: int) -> Choice:  # noqa: ANN001
-    """Pick the configuration to train with, and give the numbers that justify the choice."""
+    """Plan the problem and return a :class:`Choice`: the first fitting row's configuration,
+    time and memory; the second row's configuration and its step time over the first's
+    (``margin``, ``inf`` without a second); how many fit; and ``bottleneck``, the largest of the
+    first row's ``tp``, ``cp``, ``ep``, ``pp``, ``bubble``, ``dp``, ``offload`` (ties: the first
+    name in alphabetical order). ValueError when nothing fits."""
     # BEGIN SOLUTION lab11.3: plan, then the best row, the runner-up's margin, the largest overhead
     result = plan(model, cluster, global_batch=global_batch, seq_len=seq_len)
     fitting = result.fitting
