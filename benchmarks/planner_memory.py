@@ -132,6 +132,11 @@ def main() -> None:
         f"| planner: log-probabilities (fp32) | {predicted['logits']:,} | {format_bytes(predicted['logits'])} |",
         f"| **planner: predicted peak** | {predicted['total']:,} | {format_bytes(predicted['total'])} |",
         f"| Llama-aware activations (chapter 1), for reference | {llama_acts:,} | {format_bytes(llama_acts)} |",
+        *(
+            [f"| allocated when the measured step starts | {got['before']:,} | {format_bytes(got['before'])} |"]
+            if got["before"] is not None
+            else []
+        ),
         f"| **measured peak** ({'max_memory_allocated' if args.device == 'cuda' else 'MemoryTracker'}) | {got['peak']:,} | {format_bytes(got['peak'])} |",
         "",
         f"measured / predicted = {got['peak'] / predicted['total']:.3f}",

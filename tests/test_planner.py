@@ -256,3 +256,27 @@ def test_planner_widget_follows_its_controls():
     assert (w.config.dp, w.config.v, w.config.zero, w.config.recompute) == (2, 2, 3, "full")
     row = next(r for r in w.plan.fitting if r.config == w.config)
     assert f'data-total="{row.time.total!r}"' in w.view.value
+
+
+def test_planner_memory_benchmark_runs_on_the_cpu(tmp_path):
+    """Catches a broken benchmarks/planner_memory.py before it costs GPU time: the CPU path runs
+    the tiny model and writes its table; the planner is within a factor 1.5 of the tracker."""
+    import re
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import os
+
+    root = Path(__file__).resolve().parent.parent
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")]),
+    }
+    run = subprocess.run([sys.executable, "benchmarks/planner_memory.py", "--device", "cpu",
+                          "--out", str(tmp_path)], cwd=root, env=env, capture_output=True,
+                         text=True, timeout=300)  # fmt: skip
+    assert run.returncode == 0, run.stderr[-2000:]
+    text = (tmp_path / "cpu_planner_memory.md").read_text()
+    ratio = float(re.search(r"measured / predicted = ([0-9.]+)", text).group(1))
+    assert 1 / 1.5 < ratio < 1.5
