@@ -261,12 +261,11 @@ def test_planner_widget_follows_its_controls():
 def test_planner_memory_benchmark_runs_on_the_cpu(tmp_path):
     """Catches a broken benchmarks/planner_memory.py before it costs GPU time: the CPU path runs
     the tiny model and writes its table; the planner is within a factor 1.5 of the tracker."""
+    import os
     import re
     import subprocess
     import sys
     from pathlib import Path
-
-    import os
 
     root = Path(__file__).resolve().parent.parent
     env = {
