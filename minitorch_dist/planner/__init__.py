@@ -1,0 +1,63 @@
+"""The planner (chapter 11, lab 11): which dp x tp x pp x cp (x ep) layout to train a model with.
+
+    cluster = Cluster.from_preset("dgx-h100", gpus=1024)
+    result = plan("llama-3-70b", cluster, global_batch=1024, seq_len=4096)
+    result.best                       # the fastest configuration that fits
+    result.rows[0].time.total         # its predicted step time, seconds
+
+The one place besides ``parallel3d`` that composes the techniques: it reads the memory estimator
+(:mod:`.fit`), each technique's communication closed form and the pipeline's bubble (:mod:`.cost`)
+and a two-level link model (:mod:`.cluster`), enumerates every layout (:mod:`.search`), and
+compares its choice with published runs (:mod:`.published`).
+"""
+
+from .cluster import CLUSTER_PRESETS, Cluster, Link
+from .config import RECOMPUTE, ParallelConfig, micro_batches, strides, validate
+from .cost import StepTime, comm_bytes, step_time
+from .fit import fits, in_flight, peak_memory, rank_memory
+from .model import PlannerModel, as_model
+from .published import (
+    PUBLISHED,
+    Published,
+    Verdict,
+    comparable_tflops,
+    completions,
+    evaluate_published,
+    gpt_standin,
+)
+from .search import Choice, Plan, Row, choose, divisors, layouts, plan, rank
+
+__all__ = [
+    "CLUSTER_PRESETS",
+    "PUBLISHED",
+    "Published",
+    "Verdict",
+    "comparable_tflops",
+    "completions",
+    "evaluate_published",
+    "gpt_standin",
+    "Choice",
+    "Plan",
+    "Row",
+    "choose",
+    "divisors",
+    "layouts",
+    "plan",
+    "rank",
+    "RECOMPUTE",
+    "Cluster",
+    "Link",
+    "ParallelConfig",
+    "PlannerModel",
+    "StepTime",
+    "as_model",
+    "comm_bytes",
+    "fits",
+    "in_flight",
+    "micro_batches",
+    "peak_memory",
+    "rank_memory",
+    "step_time",
+    "strides",
+    "validate",
+]

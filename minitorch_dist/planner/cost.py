@@ -1,0 +1,183 @@
+"""How long a step takes: compute, each axis's communication on its link, and the bubble.
+
+Per micro-batch, one rank of stage 0 spends (each term from its chapter's closed form, turned
+into seconds on the link its group gets, :meth:`~minitorch_dist.planner.Cluster.link`: ``bytes /
+bandwidth + messages x alpha``):
+
+- compute: the step's FLOPs (:func:`minitorch_dist.flops.flops_per_token`, ``6 N + 12 L s h_q``
+  per token, ``8 N + 16 L s h_q`` with full recomputation; selective recomputation adds the
+  attention core's forward, ``4 L s h_q``) over ``tp pp cp`` ranks, at ``matmul_efficiency``
+  of the peak;
+- tp: :func:`~minitorch_dist.tensor_parallel.tp_comm_bytes` per layer, ``8 b s h (t - 1) / t``
+  elements (Shoeybi et al. 2019, section 3), ``2 (t - 1)`` messages per all-reduce;
+- cp: :func:`~minitorch_dist.context_parallel.cost.ring_bytes_per_rank`, forward and backward
+  (Liu et al. 2023, section 3), ``cp - 1`` messages each way per pass;
+- ep: :func:`~minitorch_dist.expert_parallel.ep_step_bytes` of a uniform dispatch
+  (:func:`~minitorch_dist.expert_parallel.all_to_all_bytes`) per MoE layer;
+- pp: :func:`~minitorch_dist.pipeline.p2p_bytes` sent forward and back, ``v`` times per
+  micro-batch with interleaving.
+
+A pipeline runs ``m`` micro-batches plus a bubble of ``(p - 1) / v`` of them
+(:func:`~minitorch_dist.pipeline.bubble_fraction`; Narayanan et al. 2021, section 2.2), then the
+data-parallel ranks exchange gradients and parameters,
+:func:`~minitorch_dist.zero.measure.zero_comm_bytes` (Rajbhandari et al. 2020, section 7):
+
+    T = m t_mb (1 + (p - 1) / (v m)) + t_dp (+ t_offload)
+
+Nothing overlaps: every byte is on the critical path, the pessimistic end (real runs hide most
+of the DP traffic behind backward and CP's ring behind attention). Offload adds the gradient
+shard down and the parameters back over PCIe (``pcie_bandwidth``, assumed).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from minitorch_dist.tensor_parallel.cost import kv_heads_per_rank
+
+from .config import ParallelConfig, micro_batches, strides
+from .memo import (  # the per-package closed forms, memoised (same numbers)
+    all_to_all_bytes,
+    bubble_fraction,
+    ep_step_bytes,
+    p2p_bytes,
+    ring_bytes_per_rank,
+    split_layers,
+    tp_comm_bytes,
+    zero_comm_bytes,
+)
+
+__all__ = ["PCIE_BANDWIDTH", "StepTime", "comm_bytes", "step_time"]
+
+PCIE_BANDWIDTH = 25e9  # bytes/s host <-> device, assumed (PCIe 4.0 x16 is 32 GB/s peak)
+AXES = ("tp", "cp", "ep", "pp")
+
+
+@dataclass(frozen=True)
+class StepTime:
+    """Seconds of one step by part; ``total`` is the predicted step time."""
+
+    compute: float  # the step's products on one rank, m micro-batches
+    tp: float  # tensor-parallel collectives, m micro-batches
+    cp: float  # context-parallel ring, m micro-batches
+    ep: float  # expert all-to-alls, m micro-batches
+    pp: float  # pipeline sends, m micro-batches
+    bubble: float  # idle time of the pipeline's fill and drain
+    dp: float  # gradient/parameter exchange over the data-parallel ranks (ZeRO)
+    offload: float  # PCIe traffic of the optimizer offload
+    total: float
+    mfu: float  # model FLOPs (6 N + attention, no recomputation) per second over the peak
+    tflops_per_gpu: float  # FLOP/s per GPU counting recomputation, Narayanan's eq. (3) / 1e12
+
+
+def _stage_layers(model, config: ParallelConfig) -> tuple[int, int]:  # noqa: ANN001
+    """(layers, MoE layers) of stage 0, the stage the cost model follows."""
+    layers = split_layers(model.llama.layers, config.pp)[0]
+    return layers, round(model.moe_layers * layers / model.llama.layers)
+
+
+def comm_bytes(
+    model, config: ParallelConfig, *, seq_len: int, global_batch: int
+) -> dict[str, float]:  # noqa: ANN001
+    """Bytes one rank of stage 0 sends per step on each axis (``tp``, ``cp``, ``ep``, ``pp``,
+    ``dp``, ``dp_expert``): the per-package closed forms, times layers and micro-batches."""
+    c, llama = config, model.llama
+    m = micro_batches(c, global_batch)
+    layers, moe_layers = _stage_layers(model, c)
+    b, s = c.micro_batch, seq_len // c.cp  # each CP rank holds s / cp tokens
+    out = dict.fromkeys(("tp", "cp", "ep", "pp", "dp", "dp_expert"), 0.0)
+    if c.tp > 1:
+        out["tp"] = m * layers * tp_comm_bytes(micro_batch=b, seq_len=s, hidden=llama.hidden,
+                                               tp=c.tp, recompute=c.recompute, sp=c.sp)  # fmt: skip
+    if c.cp > 1:
+        kv = kv_heads_per_rank(llama.kv_heads, c.tp)
+        ring = ring_bytes_per_rank(b, kv, seq_len, llama.head_dim, c.cp, backward=False)
+        passes = 4 if c.recompute == "full" else 3  # forward, backward (2x), forward again
+        out["cp"] = m * layers * passes * ring
+    if model.moe is not None and c.ep > 1:
+        tokens = b * s // (c.tp if c.sp else 1)
+        try:
+            dispatch = all_to_all_bytes(tokens=tokens, top_k=model.moe.top_k,
+                                        hidden=llama.hidden, ep=c.ep)  # fmt: skip
+        except ValueError:  # uneven tokens: the average over ranks
+            dispatch = tokens * model.moe.top_k * (c.ep - 1) / c.ep * llama.hidden * 2
+        out["ep"] = m * ep_step_bytes(dispatch, moe_layers=moe_layers)
+    if c.pp > 1:
+        out["pp"] = m * 2 * c.v * p2p_bytes(micro_batch=b, seq_len=s, hidden=llama.hidden,
+                                            tp=c.tp, sp=c.sp)  # fmt: skip
+    dense, expert = model.params_per_rank(tp=c.tp, pp=c.pp, ep=c.ep, stage=0)
+    if c.dp > 1:
+        out["dp"] = zero_comm_bytes(dense, c.zero, c.dp, grad_acc=m)
+    if expert and c.dp // c.ep > 1:
+        out["dp_expert"] = zero_comm_bytes(expert, c.zero, c.dp // c.ep, grad_acc=m)
+    return out
+
+
+def _messages(
+    model, config: ParallelConfig, m: int, layers: int, moe_layers: int
+) -> dict[str, float]:  # noqa: ANN001
+    """Messages on each axis per step (each pays the link's alpha)."""
+    c = config
+    collectives = 6 if c.recompute == "full" else 4  # all-reduces (or RS + AG pairs) per layer
+    passes = 4 if c.recompute == "full" else 3
+    return {
+        "tp": m * layers * collectives * 2 * (c.tp - 1),
+        "cp": m * layers * passes * (c.cp - 1),
+        "ep": m * moe_layers * 4 * (c.ep - 1),
+        "pp": m * 2 * c.v if c.pp > 1 else 0,
+    }
+
+
+def step_time(
+    model, cluster, config: ParallelConfig, *, seq_len: int, global_batch: int
+) -> StepTime:  # noqa: ANN001
+    """Predicted seconds of one step, by part: ``compute`` (the step's FLOPs over every GPU at
+    ``matmul_efficiency`` of the peak); ``tp``, ``cp``, ``ep``, ``pp`` (each axis's bytes from
+    :func:`comm_bytes` over the bandwidth of ``cluster.link(size, stride)``, plus its messages
+    times the link's alpha; a pipeline send is a group of 2); ``bubble`` (those five times
+    ``bubble_fraction(p, m, v)``); ``dp`` (the ZeRO bytes over the dp group's link, experts over
+    the dp/ep group's, plus alpha per ring step); then ``offload``, ``total``, MFU and TFLOP/s.
+
+    See the module docstring for where each formula comes from."""
+    c = config
+    m = micro_batches(c, global_batch)
+    layers, moe_layers = _stage_layers(model, c)
+    sent = comm_bytes(model, c, seq_len=seq_len, global_batch=global_batch)
+    messages = _messages(model, c, m, layers, moe_layers)
+    stride = strides(c)
+    tokens = global_batch * seq_len
+    hardware = model.flops_per_token(seq_len, c.recompute) * tokens
+    if c.recompute == "selective":  # the attention core's forward again: 4 L s h_q per token
+        hardware += 4 * model.llama.layers * seq_len * model.llama.hidden * tokens
+    # BEGIN SOLUTION lab11.2: compute, communication on each group's link, the bubble
+    compute = hardware / (cluster.gpus * cluster.peak_flops * cluster.matmul_efficiency)
+    times = {}
+    for axis, size in (("tp", c.tp), ("cp", c.cp), ("ep", c.ep), ("pp", 2)):
+        link = cluster.link(size, stride[axis])
+        times[axis] = sent[axis] / link.bandwidth + messages[axis] * link.alpha
+    per_step = compute + sum(times.values())  # m micro-batches of work on stage 0
+    bubble = per_step * bubble_fraction(c.pp, m, c.v)
+    dp = 0.0
+    for key, size in (("dp", c.dp), ("dp_expert", c.dp // c.ep)):
+        if sent[key]:
+            link = cluster.link(size, stride["dp"] * (c.ep if key == "dp_expert" else 1))
+            ring_passes = sent[key] * size / ((size - 1) * _state_bytes(model, c, key))
+            dp += sent[key] / link.bandwidth + ring_passes * (size - 1) * link.alpha
+    # END SOLUTION
+    dense, expert = model.params_per_rank(tp=c.tp, pp=c.pp, ep=c.ep, stage=0)
+    shard = -(-dense // c.dp) + -(-expert // (c.dp // c.ep)) if c.zero else dense + expert
+    offload = 4 * shard / PCIE_BANDWIDTH if c.offload else 0.0  # 16-bit grads down, params up
+    total = per_step + bubble + dp + offload
+    model_flops = model.flops_per_token(seq_len, "none") * tokens
+    return StepTime(
+        compute=compute, **times, bubble=bubble, dp=dp, offload=offload, total=total,
+        mfu=model_flops / (total * cluster.gpus * cluster.peak_flops),
+        tflops_per_gpu=model.flops_per_token(seq_len, c.recompute) * tokens
+        / (total * cluster.gpus) / 1e12,
+    )  # fmt: skip
+
+
+def _state_bytes(model, config: ParallelConfig, key: str) -> int:  # noqa: ANN001
+    """Bytes of 16-bit gradients (or parameters) the dp (or expert-dp) ring exchanges."""
+    dense, expert = model.params_per_rank(tp=config.tp, pp=config.pp, ep=config.ep, stage=0)
+    return 2 * (dense if key == "dp" else expert)

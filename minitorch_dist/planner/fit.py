@@ -1,0 +1,94 @@
+"""Does a configuration fit? Bytes per rank, from the memory estimator of chapters 1, 6 and 7.
+
+Model states (chapter 6): the parameters one rank holds,
+:meth:`~minitorch_dist.models.LlamaConfig.num_params_per_rank`, at 16 bytes each for
+mixed-precision Adam (Rajbhandari et al. 2020, section 3.1), ZeRO stage k sharding the optimizer
+states (k >= 1), gradients (k >= 2) and parameters (k = 3) over the ``dp`` ranks
+(:func:`~minitorch_dist.memory.model_state_bytes`). Experts are replicated over ``dp / ep`` ranks
+only, so their ZeRO shard is ``1 / (dp / ep)``.
+
+Activations (chapters 3, 7, 8): one layer of one micro-batch stores
+:func:`~minitorch_dist.memory.activation_bytes` -- Korthikanti et al. 2022, section 4, Table 2:
+``s b h (34 + 5 a s / h)`` bytes, split over t by tensor (and sequence) parallelism, over cp by
+context parallelism, cut by recomputation. Stage ``i`` of a 1F1B pipeline holds its layers for
+``min(p - i, m)`` micro-batches at once (Narayanan et al. 2021, section 2.2.1): stage 0 holds p,
+which is ``L / p`` layers times p, the whole model's activations for one micro-batch, whatever p
+(Korthikanti et al. 2022, section 4.2.3). Interleaving holds more on stage 0,
+:func:`~minitorch_dist.pipeline.first_stage_activation_factor` times as much. The last stage also
+keeps the loss's fp32 log-probabilities, ``4 b (s / cp) V / t`` bytes (vocab-parallel).
+
+Peak = the larger of the first and the last stage (the middle ones hold fewer layers or fewer
+micro-batches than the first). Left out, as in :func:`minitorch_dist.memory.predict`: temporary
+buffers, the CUDA context, allocator fragmentation.
+"""
+
+from __future__ import annotations
+
+from .config import ParallelConfig, micro_batches
+from .memo import activation_bytes, model_state_bytes, split_layers  # memoised, same numbers
+
+__all__ = ["fits", "in_flight", "peak_memory", "rank_memory"]
+
+
+def in_flight(pp: int, v: int, m: int, stage: int) -> float:
+    """Micro-batches' worth of activations stage ``stage`` holds at its peak.
+
+    1F1B: ``min(p - stage, m)``. Interleaved (v > 1): Megatron's warm-up runs
+    ``2 (p - 1 - stage) + (v - 1) p`` chunk forwards before the first backward, so
+    ``(v + 1) p - 1 - 2 stage`` chunks of ``1 / v`` of the rank's layers are alive at once; on
+    stage 0 that is ``p`` times :func:`~minitorch_dist.pipeline.first_stage_activation_factor`.
+    Both equal the peaks of :func:`~minitorch_dist.pipeline.simulate` (tests/test_planner.py)."""
+    if v == 1:
+        return min(pp - stage, m)
+    return min(((v + 1) * pp - 1 - 2 * stage) / v, m)
+
+
+def rank_memory(
+    model,
+    config: ParallelConfig,
+    *,
+    seq_len: int,
+    global_batch: int,
+    stage: int = 0,  # noqa: ANN001
+) -> dict[str, int]:
+    """Bytes on one rank of pipeline stage ``stage``: ``params``, ``grads``, ``optimizer``,
+    ``activations``, ``logits`` and their ``total`` on the device; ``cpu``, what offload moved."""
+    c = config
+    llama = model.llama
+    dense, expert = model.params_per_rank(tp=c.tp, pp=c.pp, ep=c.ep, stage=stage)
+    m = micro_batches(c, global_batch)
+    # BEGIN SOLUTION lab11.2: model states sharded over dp (experts over dp/ep), activations in flight
+    states = model_state_bytes(dense, zero_stage=c.zero, dp=c.dp, offload=c.offload)
+    experts = model_state_bytes(expert, zero_stage=c.zero, dp=c.dp // c.ep, offload=c.offload)
+    per_layer = activation_bytes(
+        seq_len=seq_len, micro_batch=c.micro_batch, hidden=llama.hidden, heads=llama.heads,
+        tp=c.tp, sp=c.sp, recompute=c.recompute, cp=c.cp,
+    )  # fmt: skip
+    layers = split_layers(llama.layers, c.pp)[stage]
+    activations = round(per_layer * layers * in_flight(c.pp, c.v, m, stage))
+    last = stage == c.pp - 1  # fp32 log-probabilities of this rank's vocabulary slice
+    logits = 4 * c.micro_batch * (seq_len // c.cp) * llama.vocab_size // c.tp if last else 0
+    # END SOLUTION
+    out = {k: states[k] + experts[k] for k in ("params", "grads", "optimizer")}
+    out["activations"] = activations
+    out["logits"] = logits
+    out["total"] = sum(out.values())
+    out["cpu"] = states["offloaded"] + experts["offloaded"]
+    return out
+
+
+def peak_memory(
+    model, config: ParallelConfig, *, seq_len: int, global_batch: int
+) -> dict[str, int]:  # noqa: ANN001
+    """:func:`rank_memory` of the fuller of the first and last stages, with its ``stage``."""
+    stages = sorted({0, config.pp - 1})
+    parts = [rank_memory(model, config, seq_len=seq_len, global_batch=global_batch, stage=s)
+             for s in stages]  # fmt: skip
+    best = max(range(len(stages)), key=lambda i: (parts[i]["total"], -stages[i]))
+    return {**parts[best], "stage": stages[best]}
+
+
+def fits(model, cluster, config: ParallelConfig, *, seq_len: int, global_batch: int) -> bool:  # noqa: ANN001
+    """Whether the fullest rank's bytes fit in one GPU's memory."""
+    peak = peak_memory(model, config, seq_len=seq_len, global_batch=global_batch)
+    return peak["total"] <= cluster.memory_bytes

@@ -1,0 +1,189 @@
+"""Enumerate every configuration, keep those that fit, rank them by predicted step time.
+
+A *layout* is ``(tp, pp, cp, dp, v, ep, micro_batch)``; on each valid layout the planner tries
+every setting of the knobs that change memory against time: sequence parallelism, ZeRO stage,
+recomputation and offload (ZeRO only with dp > 1: with one replica there is nothing to shard, and
+stages 1-3 would be the same configuration as stage 0 under another name). A layout that breaks a rule (:func:`~.config.validate`) is one
+rejected row with the rule's message; a configuration that does not fit is rejected with its
+bytes. The fitting ones are ranked by predicted step time, ties broken by the configuration's
+fields, so the order is the same on every machine.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from itertools import product
+
+from minitorch_dist.memory import format_bytes
+
+from .config import RECOMPUTE, ParallelConfig, validate
+from .cost import StepTime, step_time
+from .fit import peak_memory
+from .model import as_model
+
+__all__ = ["Choice", "Plan", "Row", "choose", "divisors", "layouts", "plan", "rank"]
+
+MICRO_BATCHES = (1, 2, 4, 8)
+VIRTUAL = (1, 2, 4)
+
+
+@dataclass(frozen=True)
+class Row:
+    """One configuration: its peak bytes per rank, predicted step time, or why it is rejected."""
+
+    config: ParallelConfig
+    memory: dict[str, int] | None = None  # peak_memory(...); None when the layout is invalid
+    time: StepTime | None = None  # step_time(...); None unless it fits
+    reason: str = ""  # empty when it fits
+
+    @property
+    def fits(self) -> bool:
+        return not self.reason
+
+
+@dataclass
+class Plan:
+    """Every configuration of one problem: ``rows`` ranked (fitting first, fastest first)."""
+
+    model: object
+    cluster: object
+    global_batch: int
+    seq_len: int
+    rows: list[Row] = field(default_factory=list)
+
+    @property
+    def fitting(self) -> list[Row]:
+        return [r for r in self.rows if r.fits]
+
+    @property
+    def rejected(self) -> list[Row]:
+        return [r for r in self.rows if not r.fits]
+
+    @property
+    def best(self) -> ParallelConfig:
+        fitting = self.fitting
+        if not fitting:
+            raise ValueError("no configuration fits: every row is rejected (see .rejected)")
+        return fitting[0].config
+
+    def rank_of(self, config: ParallelConfig) -> int | None:
+        """1-based rank of ``config`` among the fitting ones (None if it does not fit)."""
+        for i, row in enumerate(self.fitting, 1):
+            if row.config == config:
+                return i
+        return None
+
+
+def divisors(n: int) -> list[int]:
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
+def layouts(model, cluster, global_batch: int) -> list[tuple[int, ...]]:  # noqa: ANN001
+    """Every ``(tp, pp, cp, dp, v, ep, micro_batch)`` whose product of the first four is the
+    cluster's GPUs (validity is checked later, so invalid ones get their reason)."""
+    n = cluster.gpus
+    experts = model.moe.experts if model.moe is not None else 1
+    out = []
+    for tp, pp in product(divisors(n), divisors(n)):
+        if n % (tp * pp):
+            continue
+        for cp in divisors(n // (tp * pp)):
+            dp = n // (tp * pp * cp)
+            for v, mb in product(VIRTUAL if pp > 1 else (1,), MICRO_BATCHES):
+                for ep in (e for e in divisors(dp) if experts % e == 0) if experts > 1 else (1,):
+                    out.append((tp, pp, cp, dp, v, ep, mb))
+    return out
+
+
+def rank(rows: list[Row]) -> list[Row]:
+    """Fitting rows by predicted step time (ties: fewer bytes, then the configuration's fields), then rejected
+    rows by their configuration's fields: a deterministic order."""
+    # BEGIN SOLUTION lab11.3: rank by predicted step time, deterministic ties, rejected last
+    fitting = sorted(
+        (r for r in rows if r.fits), key=lambda r: (r.time.total, r.memory["total"], r.config.key())
+    )
+    rejected = sorted((r for r in rows if not r.fits), key=lambda r: r.config.key())
+    return fitting + rejected
+    # END SOLUTION
+
+
+def plan(model, cluster, *, global_batch: int, seq_len: int, only: dict | None = None) -> Plan:  # noqa: ANN001
+    """Every configuration of ``model`` on ``cluster`` for ``global_batch`` sequences of
+    ``seq_len`` tokens: fits or the reason it does not, predicted step time and MFU, ranked.
+    ``only``: keep just the configurations whose fields have these values."""
+    only = only or {}
+    model = as_model(model)
+    kw = {"global_batch": global_batch, "seq_len": seq_len}
+    rows = []
+    for tp, pp, cp, dp, v, ep, mb in layouts(model, cluster, global_batch):
+        layout = {"dp": dp, "tp": tp, "pp": pp, "v": v, "cp": cp, "ep": ep, "micro_batch": mb}
+        if any(layout[k] != only[k] for k in only.keys() & layout.keys()):
+            continue
+        base = ParallelConfig(**layout)
+        try:
+            validate(model, cluster, base, **kw)
+        except ValueError as e:
+            rows.append(Row(base, reason=str(e)))
+            continue
+        for sp, zero, recompute, offload in product(
+            (False, True) if tp > 1 else (False,),
+            (0, 1, 2, 3) if dp > 1 else (0,),
+            RECOMPUTE,
+            (False, True),
+        ):
+            knobs = {"sp": sp, "zero": zero, "recompute": recompute, "offload": offload}
+            if any(knobs[k] != only[k] for k in only.keys() & knobs.keys()):
+                continue
+            config = ParallelConfig(**layout, **knobs)
+            if sp and (seq_len // cp) % tp:
+                rows.append(
+                    Row(
+                        config,
+                        reason=f"seq_len/cp = {seq_len // cp} is not divisible by tp={tp} (sp)",
+                    )
+                )
+                continue
+            memory = peak_memory(model, config, **kw)
+            if memory["total"] > cluster.memory_bytes:
+                reason = (f"needs {format_bytes(memory['total'])} per rank > "
+                          f"{format_bytes(cluster.memory_bytes)}")  # fmt: skip
+                rows.append(Row(config, memory, reason=reason))
+                continue
+            rows.append(Row(config, memory, step_time(model, cluster, config, **kw)))
+    return Plan(model, cluster, global_batch, seq_len, rank(rows))
+
+
+@dataclass(frozen=True)
+class Choice:
+    """The chosen configuration and the numbers that defend it."""
+
+    config: ParallelConfig  # the best-ranked configuration that fits
+    time: StepTime  # its predicted step time, by part
+    memory: dict[str, int]  # its peak bytes per rank
+    runner_up: ParallelConfig | None  # the next-best configuration
+    margin: float  # runner-up's step time over the chosen one's (>= 1)
+    fitting: int  # how many configurations fit
+    bottleneck: str  # the largest part of the step after compute
+
+
+def choose(model, cluster, *, global_batch: int, seq_len: int) -> Choice:  # noqa: ANN001
+    """Plan the problem and return a :class:`Choice`: the first fitting row's configuration,
+    time and memory; the second row's configuration and its step time over the first's
+    (``margin``, ``inf`` without a second); how many fit; and ``bottleneck``, the largest of the
+    first row's ``tp``, ``cp``, ``ep``, ``pp``, ``bubble``, ``dp``, ``offload`` (ties: the first
+    name in alphabetical order). ValueError when nothing fits."""
+    # BEGIN SOLUTION lab11.3: plan, then the best row, the runner-up's margin, the largest overhead
+    result = plan(model, cluster, global_batch=global_batch, seq_len=seq_len)
+    fitting = result.fitting
+    if not fitting:
+        raise ValueError("no configuration fits this model on this cluster")
+    best = fitting[0]
+    second = fitting[1] if len(fitting) > 1 else None
+    parts = {k: getattr(best.time, k) for k in ("tp", "cp", "ep", "pp", "bubble", "dp", "offload")}
+    return Choice(
+        config=best.config, time=best.time, memory=best.memory,
+        runner_up=second.config if second else None,
+        margin=second.time.total / best.time.total if second else float("inf"),
+        fitting=len(fitting), bottleneck=max(sorted(parts), key=parts.__getitem__),
+    )  # fmt: skip
+    # END SOLUTION
