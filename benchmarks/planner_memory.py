@@ -119,6 +119,7 @@ def main() -> None:
     )
     states = predicted["params"] + predicted["grads"] + predicted["optimizer"]
     lines = [
+        f"<!-- Device: one {name}, torch {torch.__version__}; benchmarks/planner_memory.py. -->",
         f"# Planner: predicted vs measured peak memory, one rank ({name})",
         "",
         f"{config.name}: {config.num_params():,} parameters, seq_len {seq_len}, micro-batch "
@@ -144,9 +145,10 @@ def main() -> None:
     text = "\n".join(lines) + "\n"
     print(text)
     if args.out:
-        tag = (
-            re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-") if args.device == "cuda" else "cpu"
-        )
+        # the file-name prefix minitorch_dist.results knows: h100_, h200_, ... (cpu_ here)
+        words = name.split()
+        tag = words[1].lower() if args.device == "cuda" and len(words) > 1 else "cpu"
+        tag = re.sub(r"[^a-z0-9]+", "-", tag)
         path = Path(args.out) / f"{tag}_planner_memory.md"
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text)
