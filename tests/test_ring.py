@@ -39,6 +39,7 @@ def _against_dist(rank: int, world_size: int) -> list[dict]:
 
 
 @pytest.mark.lab05
+@pytest.mark.task("lab05.1")
 @pytest.mark.parametrize("world_size", WORLD_SIZES)
 def test_ring_all_reduce_equals_dist_all_reduce(world_size: int) -> None:
     """Catches wrong chunk indices, a missing phase, or chunking that assumes even sizes:
@@ -73,6 +74,7 @@ def _halves(rank: int, world_size: int, numel: int) -> dict:
 
 
 @pytest.mark.lab05
+@pytest.mark.task("lab05.1")
 @pytest.mark.parametrize(("world_size", "numel"), [(3, 10), (4, 6), (8, 13), (4, 64)])
 def test_reduce_scatter_and_all_gather_phases(world_size: int, numel: int) -> None:
     """Catches a reduce-scatter that leaves rank r with the wrong finished chunk, or an
@@ -83,6 +85,7 @@ def test_reduce_scatter_and_all_gather_phases(world_size: int, numel: int) -> No
 
 
 @pytest.mark.lab05
+@pytest.mark.task("lab05.1")
 @pytest.mark.parametrize(("world_size", "numel"), [(2, 96), (3, 10), (4, 1000), (4, 7), (8, 13)])
 def test_ring_sends_exactly_the_ring_bytes(world_size: int, numel: int) -> None:
     """Catches extra or missing sends: every rank sends each chunk but its own in the
@@ -111,6 +114,7 @@ def _on_subgroup(rank: int, world_size: int) -> list | None:
 
 
 @pytest.mark.lab05
+@pytest.mark.task("lab05.1")
 def test_ring_all_reduce_on_a_subgroup() -> None:
     """Catches ring code that uses the global rank or world size instead of the group's."""
     results = launch(_on_subgroup, 4)

@@ -155,8 +155,16 @@ def test_stage0_baseline_matches_adam(world_size):
 
 
 # -- lab06.1 - lab06.3: every stage equals single-process Adam ---------------------------------
-CASES = [(stage, n, "toy") for stage in (1, 2, 3) for n in (2, 4, 8)]
-CASES += [(stage, n, "llama") for stage in (1, 2, 3) for n in (2, 4)]
+STAGE_TASK = {1: "lab06.1", 2: "lab06.2", 3: "lab06.3"}
+
+
+def _stage(stage: int, *rest):
+    """A parameter set of stage ``stage``, marked with that stage's task."""
+    return pytest.param(stage, *rest, marks=pytest.mark.task(STAGE_TASK[stage]))
+
+
+CASES = [_stage(stage, n, "toy") for stage in (1, 2, 3) for n in (2, 4, 8)]
+CASES += [_stage(stage, n, "llama") for stage in (1, 2, 3) for n in (2, 4)]
 
 
 @pytest.mark.lab06
@@ -169,6 +177,7 @@ def test_stage_matches_single_process_adam(stage, world_size, model):
 
 
 @pytest.mark.lab06
+@pytest.mark.task("lab06.3")
 def test_stage3_without_prefetch_and_with_nested_units():
     """Catches prefetching needed for correctness, or units that only work at the top level
     (here each block's attention and MLP are units; the norms fall to the root unit)."""
@@ -183,6 +192,7 @@ def _checkpointed_llama() -> nn.Module:
 
 
 @pytest.mark.lab06
+@pytest.mark.task("lab06.3")
 def test_stage3_survives_activation_checkpointing():
     """Catches a unit freed by its forward pass when recomputation runs it again inside backward
     (the units are each block's attention and MLP, whose forward the recomputation calls)."""
@@ -220,7 +230,7 @@ def _held(rank: int, world_size: int, stage: int, offload: bool) -> dict:
 
 
 @pytest.mark.lab06
-@pytest.mark.parametrize("stage", [1, 2, 3])
+@pytest.mark.parametrize("stage", [_stage(1), _stage(2), _stage(3)])
 def test_rank_holds_what_model_state_bytes_predicts(stage):
     """Catches a stage that keeps a whole copy it should shard (or a shard it should not):
     bytes held after a step, counted from the storages, against the padded shards exactly and
@@ -239,6 +249,7 @@ def test_rank_holds_what_model_state_bytes_predicts(stage):
 
 
 @pytest.mark.lab06
+@pytest.mark.task("lab06.2")
 def test_stage2_frees_whole_gradients_in_backward():
     """Catches ZeRO-2 that keeps the whole gradients until the step (then it saves nothing at
     the peak): after backward no parameter holds a .grad."""
@@ -247,6 +258,7 @@ def test_stage2_frees_whole_gradients_in_backward():
 
 
 @pytest.mark.lab06
+@pytest.mark.task("lab06.3")
 def test_stage3_frees_whole_parameters_after_backward():
     """Catches gathered parameters that are never freed: after backward every unit's full
     buffer is empty and no whole gradient is left."""
@@ -272,6 +284,7 @@ def _prefetch_states(rank: int, world_size: int, prefetch: bool) -> list[str]:
 
 
 @pytest.mark.lab06
+@pytest.mark.task("lab06.3")
 def test_stage3_prefetches_the_next_unit():
     """Catches no prefetching: while a block computes, the next unit's all-gather has already
     been started (with prefetch=False it has not)."""
@@ -297,7 +310,7 @@ def _comm(rank: int, world_size: int, stage: int) -> dict:
 
 
 @pytest.mark.lab06
-@pytest.mark.parametrize("stage", [1, 2, 3])
+@pytest.mark.parametrize("stage", [_stage(1), _stage(2), _stage(3)])
 @pytest.mark.parametrize("world_size", [2, 4, 8])
 def test_bytes_sent_per_step_are_2_or_3_psi(stage, world_size):
     """Catches a stage 1/2 that all-reduces (twice the bytes) or a stage 3 that does not gather
@@ -313,6 +326,7 @@ def test_bytes_sent_per_step_are_2_or_3_psi(stage, world_size):
 
 # -- lab06.4: offload ----------------------------------------------------------------------
 @pytest.mark.lab06
+@pytest.mark.task("lab06.4")
 @pytest.mark.parametrize(("stage", "world_size"), [(1, 2), (2, 4), (2, 8), (3, 4)])
 def test_offload_matches_single_process_adam(stage, world_size):
     """Catches an update that never reaches the device's parameters, or one applied twice."""
@@ -320,6 +334,7 @@ def test_offload_matches_single_process_adam(stage, world_size):
 
 
 @pytest.mark.lab06
+@pytest.mark.task("lab06.4")
 def test_offload_moves_the_optimizer_states_to_cpu_memory():
     """Catches offload that leaves m and v on the device, or forgets the fp32 master copy:
     the device keeps no optimizer bytes; the CPU keeps master, m and v of the shard (12 S)."""
@@ -336,6 +351,7 @@ def test_offload_moves_the_optimizer_states_to_cpu_memory():
 
 # -- the tracker's measurement, the table of the lab, and the predictor ----------------------
 @pytest.mark.lab06
+@pytest.mark.task("lab06.3")  # every stage's table; it needs stage 3 last
 @pytest.mark.slow
 def test_tracker_table_matches_estimator_and_ring_formula():
     """Catches a measurement that drifts from the estimator (> 3 %) or from the exact ring
