@@ -36,6 +36,7 @@ from minitorch_dist.reference import (
     param_grads,
     reference_run,
     run_training,
+    scale_mistake,
 )
 
 STEPS, GLOBAL_BATCH, SEQ = 3, 8, 16
@@ -99,6 +100,8 @@ def _check_against_reference(results: list[dict], ref: Run) -> None:
     step's averaged gradients, the weights (and buffers) after the last step, the mean loss."""
     assert all(r["agree"] for r in results), "the replicas drifted apart"
     n = len(results)
+    mistake = scale_mistake(results[0]["run"].grads, ref.grads, n)  # the first step's grads
+    assert mistake is None, mistake
     assert_runs_match([r["run"] for r in results], ref, outputs=lambda rank: Shard(0, rank, n),
                       tolerance=TIGHT)  # fmt: skip
 

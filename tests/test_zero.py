@@ -23,6 +23,7 @@ from minitorch_dist.comm import CommCounter, collective_bytes
 from minitorch_dist.memory import model_state_bytes
 from minitorch_dist.models import Llama
 from minitorch_dist.models.checkpointing import apply_torch_checkpointing
+from minitorch_dist.reference import make_batches, param_values, scale_mistake
 from minitorch_dist.zero import (
     ZeroStage3,
     build_units,
@@ -35,7 +36,6 @@ from minitorch_dist.zero.train import (
     UNEVEN,
     assert_zero_matches,
     compare_with_reference,
-    make_batches,
     rank_rows,
 )
 
@@ -170,8 +170,9 @@ CASES += [_stage(stage, n, "llama") for stage in (1, 2, 3) for n in (2, 4)]
 @pytest.mark.lab06
 @pytest.mark.parametrize(("stage", "world_size", "model"), CASES)
 def test_stage_matches_single_process_adam(stage, world_size, model):
-    """Catches a gradient summed but not averaged, a shard updated from another rank's slice,
-    padding that leaks into the parameters, a tied weight reduced twice, a stale gather."""
+    """Catches a shard updated from another rank's slice, padding that leaks into the
+    parameters, a tied weight reduced twice, a stale gather. (Not a gradient summed but not
+    averaged: Adam is nearly scale-invariant; test_sgd_step_uses_the_rank_averaged_gradient.)"""
     options = TOY if model == "toy" else {}
     _check(compare_with_reference(stage, world_size, **options))
 
@@ -407,3 +408,60 @@ def test_predictor_widget_has_an_offload_switch():
     assert widget.values()["offload"] is True
     assert widget.result == predict(**widget.values()) and widget.result["optimizer"] == 0
     assert 'data-category="cpu"' in widget.view.value
+
+
+# -- averaging and accumulation, with a scale-sensitive optimizer ------------------------------
+# Adam hides a gradient N times too large (its update g / sqrt(v) barely changes), so the stage
+# tests above cannot tell a sum from a mean. Here the optimizer is SGD, whose update is lr times
+# the gradient: one step, against one process on the whole batch through the shared harness. A
+# mistake that only rescales the gradient is named by ``scale_mistake``: N times the reference's
+# (summed, not averaged) or, with identical micro-batches, 1/g of it (the gradient shard
+# overwritten with ``copy_`` instead of accumulated with ``add_``).
+LR = 0.1
+
+
+def _initial() -> dict[str, torch.Tensor]:
+    torch.manual_seed(0)  # compare_with_reference's seed: the weights both sides start from
+    return param_values(TiedToy())
+
+
+def _check_sgd(result: dict, world_size: int, grad_acc: int = 1) -> None:
+    """The update (weights after one step minus before) against the reference's, then weights."""
+    start = _initial()
+    ours = {n: w - start[n] for n, w in result["zero"].items()}
+    want = {n: w - start[n] for n, w in result["reference"].items()}
+    mistake = scale_mistake(ours, want, world_size, grad_acc)
+    assert mistake is None, mistake
+    assert_zero_matches(result, atol=ATOL, rtol=RTOL)
+
+
+@pytest.mark.lab06
+@pytest.mark.parametrize("stage", [_stage(1), _stage(2), _stage(3)])
+def test_sgd_step_uses_the_rank_averaged_gradient(stage: int) -> None:
+    """Catches a gradient summed but not averaged over the 4 ranks: with SGD the step would be
+    4 times the reference's (Adam would hide it)."""
+    result = compare_with_reference(stage, 4, steps=1, lr=LR, optimizer_class=torch.optim.SGD,
+                                    **TOY)  # fmt: skip
+    _check_sgd(result, 4)
+
+
+def _repeated_micro_batches(world_size: int, grad_acc: int) -> list:
+    """One global batch in which each rank's grad_acc micro-batches are the same rows."""
+    inputs, targets = make_batches(TOY["vocab"], 2 * world_size, 8, 1)[0]
+    rows = [slice(2 * r, 2 * r + 2) for r in range(world_size)]
+    return [(torch.cat([inputs[s] for s in rows for _ in range(grad_acc)]),
+             torch.cat([targets[s] for s in rows for _ in range(grad_acc)]))]  # fmt: skip
+
+
+@pytest.mark.lab06
+@pytest.mark.parametrize("stage", [_stage(1), _stage(2), _stage(3)])
+def test_micro_batch_gradients_accumulate(stage: int) -> None:
+    """Catches a gradient shard written with copy_ instead of add_ (stages 2 and 3 reduce every
+    micro-batch): with 3 identical micro-batches per step the step would be 1/3 of the
+    reference's. Also an accumulation lost between backward passes at stage 1."""
+    grad_acc = 3
+    result = compare_with_reference(
+        stage, 2, lr=LR, optimizer_class=torch.optim.SGD, grad_acc=grad_acc,
+        batches=_repeated_micro_batches(2, grad_acc), **TOY,
+    )  # fmt: skip
+    _check_sgd(result, 2, grad_acc)
