@@ -152,8 +152,9 @@ class _Collector:
             text = getattr(report, "graded_text", "") or _cap(str(report.longrepr))
             output = f"{reason}\n\n{text}"
             self.results[report.nodeid] = TestResult(
-                lab, report.nodeid, "failed", output, task, f"{report.when}: {reason}"
-            )
+                lab, report.nodeid, "failed", output, task,
+                reason if report.when == "call" else f"(in {report.when}) {reason}",
+            )  # fmt: skip
         elif report.skipped and previous is None:
             reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else "skipped"
             reason = reason.removeprefix("Skipped: ")
@@ -270,10 +271,23 @@ def _task_key(task: str) -> tuple:
     return (lab, int(k) if k.isdigit() else 10**6)
 
 
+def _failure_key(group: tuple[tuple[str, str], list[str]]) -> tuple:
+    (task, reason), _ = group
+    return (_task_key(task), "not run: " in reason)  # a task's own failure before its not-runs
+
+
 def _failures(results: list[TestResult]) -> str:
-    """One line per failed test: its task, its name, the reason."""
-    failed = sorted((r for r in results if r.status == "failed"), key=lambda r: _task_key(r.task))
-    return "\n".join(f"{r.task} FAILED {r.name.split('::')[-1]}: {r.reason}" for r in failed)
+    """One line per failed test (task, name, reason); tests of a task that failed for the same
+    reason (a deadlocked task's tests not run) share one line."""
+    groups: dict[tuple[str, str], list[str]] = {}
+    for r in results:
+        if r.status == "failed":
+            groups.setdefault((r.task, r.reason), []).append(r.name.split("::")[-1])
+    lines = []
+    for (task, reason), names in sorted(groups.items(), key=_failure_key):
+        who = names[0] if len(names) == 1 else f"{len(names)} tests ({names[0]}, ...)"
+        lines.append(f"{task} FAILED {who}: {reason}")
+    return "\n".join(lines)
 
 
 def gradescope_json(results: list[TestResult], seconds: float) -> dict:

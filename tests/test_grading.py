@@ -135,7 +135,7 @@ def synthetic(tmp_path: Path) -> Path:
     failing with a stub, skipped for a GPU, and failing with a huge message."""
     (tmp_path / "tests").mkdir()
     shutil.copy(ROOT / "tests" / "conftest.py", tmp_path / "tests" / "conftest.py")
-    (tmp_path / "tests" / "test_x.py").write_text(textwrap.dedent(_SYNTHETIC))
+    (tmp_path / "tests" / "test_synthetic_tasks.py").write_text(textwrap.dedent(_SYNTHETIC))
     (tmp_path / "pyproject.toml").write_text(
         '[tool.pytest.ini_options]\nmarkers = ["lab07", "lab08", "task(id)"]\n'
     )
@@ -196,3 +196,43 @@ def test_one_task_alone_with_grade_and_with_plain_pytest(synthetic: Path) -> Non
     assert "1 failed, 5 deselected" in run.stdout, run.stdout[-2000:]
     with pytest.raises(ValueError, match="task ids look like"):
         grade(synthetic, tasks=["lab7.1"])
+
+
+_STUCK = """
+    if rank == n - 1:  # the mistake: this rank waits for a message nobody sends, never sending
+        dist.recv(torch.empty(1), src=dist.get_global_rank(group, 0) if group else 0, tag=99)
+"""
+
+
+@pytest.mark.slow
+def test_a_deadlocked_ring_grades_lab05_within_two_minutes(tmp_path: Path) -> None:
+    """Catches a grader that waits out every test's launch timeout (14 tests of 60-120 s: 18
+    minutes) when lab05.1's ring deadlocks: in a copy whose ring_reduce_scatter has one rank
+    that never sends, lab 5 grades in under 2 minutes, lab05.1's tests fail (the first on the
+    collective timeout, the others without running) and lab05.2 and lab05.3 still pass."""
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
+    for name in ("minitorch_dist", "tests"):
+        shutil.copytree(ROOT / name, tmp_path / name, ignore=ignore)
+    shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
+    ring = tmp_path / "minitorch_dist" / "comm" / "ring.py"
+    text = ring.read_text()
+    anchor = "    # BEGIN SOLUTION lab05.1: the reduce-scatter phase of the ring\n"
+    assert anchor in text
+    ring.write_text(text.replace(anchor, anchor + textwrap.dedent(_STUCK).replace("\n", "\n    ")
+                                 .lstrip("\n").rstrip(" ")))  # fmt: skip
+    start = time.monotonic()
+    run = subprocess.run(
+        [sys.executable, "-m", "minitorch_dist.grade", "--labs", "lab05", "--results", "r.json"],
+        cwd=tmp_path, env=_env(tmp_path), capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    seconds = time.monotonic() - start
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    print(f"lab 5 with a deadlocked ring graded in {seconds:.0f} s")
+    assert seconds <= 120, f"grading a deadlocked lab 5 took {seconds:.0f} s"
+    tests = json.loads((tmp_path / "r.json").read_text())["tests"]
+    ring_tests = [t for t in tests if t["number"] == "lab05.1"]
+    assert len(ring_tests) == 14 and all(t["status"] == "failed" for t in ring_tests)
+    assert any("did not finish" in t["output"] for t in ring_tests)
+    assert sum("not run: lab05.1 deadlocked" in t["output"] for t in ring_tests) >= 12
+    others = [t for t in tests if t["number"] != "lab05.1"]
+    assert others and all(t["status"] == "passed" for t in others), "lab05.2/3 use the ring?"
