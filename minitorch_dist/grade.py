@@ -9,12 +9,12 @@ The convention (tests/test_grading.py enforces it). A graded test carries its la
 exactly one task marker whose id starts with that lab::
 
     @pytest.mark.lab05
-    @pytest.mark.task("lab05.1")        # the ``# BEGIN SOLUTION lab05.1`` code it exercises
+    @pytest.mark.task("lab05.1")        # the task whose solution block it exercises
     def test_ring_all_reduce_equals_dist_all_reduce(...): ...
 
 A test parametrized over several tasks marks each parameter set instead:
 ``pytest.param(1, marks=pytest.mark.task("lab06.1"))``. Every task that has a
-``# BEGIN SOLUTION labNN.k`` block in the package has at least one graded test. Each graded test
+solution block in the package has at least one graded test. Each graded test
 (each parameter set) is worth one point. A test skipped because it needs a GPU is reported as
 "skipped: needs a GPU" and left out of the maximum, so a student without one is not marked down.
 
