@@ -133,23 +133,15 @@ class _Collector:
             if lab:
                 self.graded[item.nodeid] = (lab, task_of(item) or f"{lab}.?")
 
-    @pytest.hookimpl(wrapper=True)
-    def pytest_runtest_makereport(self, item: Any, call: Any) -> Any:
-        report = yield
-        if item.nodeid in self.graded and report.failed and call.excinfo is not None:
-            info = call.excinfo
-            report.graded_reason = _one_line(info.exconly())
-            report.graded_text = _cap(str(info.getrepr(style="long", funcargs=False)))
-        return report
-
     def pytest_runtest_logreport(self, report: Any) -> None:
         if report.nodeid not in self.graded:
             return
         lab, task = self.graded[report.nodeid]
         previous = self.results.get(report.nodeid)
         if report.failed:
-            reason = getattr(report, "graded_reason", "") or _one_line(str(report.longrepr))
-            text = getattr(report, "graded_text", "") or _cap(str(report.longrepr))
+            crash = getattr(report.longrepr, "reprcrash", None)  # the exception's own line
+            reason = _one_line(crash.message if crash is not None else str(report.longrepr))
+            text = _cap(report.longreprtext)
             output = f"{reason}\n\n{text}"
             self.results[report.nodeid] = TestResult(
                 lab, report.nodeid, "failed", output, task,
@@ -209,7 +201,7 @@ def grade(
     chosen = sorted(set(labs or []) | {t.split(".")[0] for t in tasks or []})
     expression = " or ".join(chosen or [f"lab{i:02d}" for i in range(100)])
     collector = _Collector(tasks=list(tasks) if tasks else None)
-    args = [str(root / "tests"), "-m", expression, "-q", "--tb=no", "-rN",
+    args = [str(root / "tests"), "-m", expression, "-q", "-rN",
             "-p", "no:cacheprovider", "--rootdir", str(root), "-o", "addopts=",
             *(extra_args or [])]  # fmt: skip
     cwd = os.getcwd()

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import importlib
 import re
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +25,7 @@ import torch
 import torch.distributed as dist
 
 from minitorch_dist.comm import reduce_scatter_tensor
+from minitorch_dist.comm.ring import _exchange
 from minitorch_dist.grade import grade
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -36,6 +38,20 @@ class Mutant:
     target: str  # "module:Class.method" or "module:function" it replaces
     wrong: Callable  # the wrong implementation
     message: str  # regex: a failing test's output must name the mistake
+
+
+# -- lab05.1: the ring ----------------------------------------------------------------------------
+def _ring_reduce_scatter(steps_of: Callable, world_size_of: Callable) -> Callable:
+    def ring_reduce_scatter(tensor, group=None) -> None:  # noqa: ANN001
+        rank, n = dist.get_rank(group), world_size_of(group)
+        chunks = tensor.view(-1).tensor_split(n)
+        for step in range(steps_of(n)):
+            out, inc = (rank - step - 1) % n, (rank - step - 2) % n
+            buf = torch.empty_like(chunks[inc])
+            _exchange(chunks[out].contiguous(), buf, group)
+            chunks[inc].add_(buf)
+
+    return ring_reduce_scatter
 
 
 # -- lab05.2: naive data parallelism ------------------------------------------------------------
@@ -78,7 +94,13 @@ def _stage2_reduce(average: bool, accumulate: bool) -> Callable:
 
 
 SUMMED = r"summed over the ranks, not averaged"
+_GROUP_SIZE = lambda group: dist.get_world_size(group)  # noqa: E731
 MUTANTS = [
+    Mutant("lab05.1", "n-steps", "minitorch_dist.comm.ring:ring_reduce_scatter",
+           _ring_reduce_scatter(lambda n: n, _GROUP_SIZE), r"n steps instead of n - 1"),
+    Mutant("lab05.1", "global-world-size", "minitorch_dist.comm.ring:ring_reduce_scatter",
+           _ring_reduce_scatter(lambda n: n - 1, lambda group: dist.get_world_size()),
+           r"not the global rank or world size"),
     Mutant("lab05.2", "no-averaging",
            "minitorch_dist.data_parallel.naive:DataParallelNaive.finish_gradient_synchronization",
            _naive_sync_summed, SUMMED),
@@ -106,7 +128,12 @@ def test_the_tasks_graded_tests_catch_the_mutant(
     mutant: Mutant, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     owner, name = _owner(mutant.target)
+    original = getattr(owner, name)
     monkeypatch.setattr(owner, name, mutant.wrong)
+    if not isinstance(owner, type):  # a function: also where ``from ... import`` bound it
+        for module in list(sys.modules.values()):
+            if module is not None and getattr(module, name, None) is original:
+                monkeypatch.setattr(module, name, mutant.wrong)
     results = grade(ROOT, tasks=[mutant.task])
     assert results and all(r.task == mutant.task for r in results)
     failed = [r for r in results if r.status == "failed"]
