@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from minitorch_dist.grade import check_task_ids, lab_of, select_tasks, task_of
-from minitorch_dist.launcher import COLLECTIVE_TIMEOUT_ENV, RankTimeoutError
+from minitorch_dist.launcher import COLLECTIVE_TIMEOUT_ENV, RankError, RankTimeoutError
 
 GRADED_COLLECTIVE_TIMEOUT_S = 10
 _deadlocked: dict[str, str] = {}  # task -> the test in which it deadlocked
@@ -63,7 +63,11 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     report = yield
-    if call.when == "call" and call.excinfo is not None and lab_of(item):
-        if call.excinfo.errisinstance(RankTimeoutError) and task_of(item):
+    if call.when == "call" and call.excinfo is not None and lab_of(item) and task_of(item):
+        error = call.excinfo.value
+        stuck = isinstance(error, RankTimeoutError) or (  # or a rank's own receive timed out
+            isinstance(error, RankError) and error.exc_type == "TimeoutError"
+        )
+        if stuck:
             _deadlocked.setdefault(task_of(item), item.nodeid.split("::", 1)[-1])
     return report
