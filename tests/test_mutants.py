@@ -63,6 +63,20 @@ def _naive_sync_summed(self) -> None:  # noqa: ANN001
     self._end_sync()
 
 
+# -- lab05.3: bucketed data parallelism --------------------------------------------------------
+def _bucketed_sync_summed(self) -> None:  # noqa: ANN001
+    if not self._start_sync():
+        return
+    for bucket in self.buckets:
+        bucket.work.wait()  # no / world_size
+        for i, p in enumerate(bucket.params):
+            p.grad = bucket.slot(i)
+        bucket.ready = [False] * len(bucket.params)
+        bucket.work = None
+    self._next = 0
+    self._end_sync()
+
+
 # -- lab06.1: ZeRO-1 ------------------------------------------------------------------------------
 def _stage1_reduce_summed(self) -> None:  # noqa: ANN001
     for u in self.units:
@@ -104,6 +118,9 @@ MUTANTS = [
     Mutant("lab05.2", "no-averaging",
            "minitorch_dist.data_parallel.naive:DataParallelNaive.finish_gradient_synchronization",
            _naive_sync_summed, SUMMED),
+    Mutant("lab05.3", "no-averaging",
+           "minitorch_dist.data_parallel.bucketed:DataParallelBucket.finish_gradient_synchronization",
+           _bucketed_sync_summed, SUMMED),
     Mutant("lab06.1", "no-averaging", "minitorch_dist.zero.stage1:ZeroStage1._reduce_gradients",
            _stage1_reduce_summed, SUMMED),
     Mutant("lab06.2", "no-averaging", "minitorch_dist.zero.stage2:UnitwiseGradients._reduce_unit",
