@@ -1,17 +1,36 @@
-"""Grade the labs: run the graded tests, print a score table, write Gradescope's results.json.
+"""Grade the labs: run the graded tests, print a score table per task, write results.json.
 
-    python -m minitorch_dist.grade                    # every lab
+    python -m minitorch_dist.grade                          # every lab
     python -m minitorch_dist.grade --labs lab01 lab02 --results results.json
+    python -m minitorch_dist.grade --task lab05.1 --task lab05.2     # one task or a few
+    pytest -m lab05 --task lab05.1                          # the same selection, plain pytest
 
-A graded test carries its lab's marker (``@pytest.mark.lab01``) and is worth one point. A test
-skipped because it needs a GPU is reported as "skipped: needs a GPU" and left out of the maximum,
-so a student without one is not marked down. The JSON follows Gradescope's autograder format
-(https://gradescope-autograders.readthedocs.io/en/latest/specs/).
+The convention (tests/test_grading.py enforces it). A graded test carries its lab's marker and
+exactly one task marker whose id starts with that lab::
+
+    @pytest.mark.lab05
+    @pytest.mark.task("lab05.1")        # the task whose solution block it exercises
+    def test_ring_all_reduce_equals_dist_all_reduce(...): ...
+
+A test parametrized over several tasks marks each parameter set instead:
+``pytest.param(1, marks=pytest.mark.task("lab06.1"))``. Every task that has a
+solution block in the package has at least one graded test. Each graded test
+(each parameter set) is worth one point. A test skipped because it needs a GPU is reported as
+"skipped: needs a GPU" and left out of the maximum, so a student without one is not marked down.
+
+The terminal gets the score table first (tasks within labs), then one line per failed test; the
+tracebacks go, size-capped, into each test's ``output`` in results.json, which follows
+Gradescope's autograder format (https://gradescope-autograders.readthedocs.io/en/latest/specs/).
+In graded tests (tests/conftest.py) every collective times out after a few seconds
+(``$MINITORCH_DIST_COLLECTIVE_TIMEOUT``), and once a test of a task deadlocked, that task's other
+tests fail at once without running, so a deadlocked lab still grades in a minute or two.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import json
 import os
 import re
@@ -21,9 +40,22 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["LAB_MARKER", "TestResult", "grade", "main"]
+import pytest
+
+__all__ = [
+    "LAB_MARKER",
+    "TASK_ID",
+    "TestResult",
+    "grade",
+    "lab_of",
+    "main",
+    "select_tasks",
+    "task_of",
+    "task_problem",
+]
 
 LAB_MARKER = re.compile(r"^lab\d\d$")
+TASK_ID = re.compile(r"^(lab\d\d)\.\d+$")
 
 
 @dataclass
@@ -32,57 +64,130 @@ class TestResult:
     name: str
     status: str  # "passed" | "failed" | "skipped"
     output: str = ""
+    task: str = ""
+    reason: str = ""  # one line: why it failed or was skipped
 
 
-@dataclass
+def lab_of(item: Any) -> str | None:
+    """The ``labNN`` marker of a collected test (None: not graded)."""
+    marks = [m.name for m in item.iter_markers() if LAB_MARKER.match(m.name)]
+    return marks[0] if marks else None
+
+
+def task_of(item: Any) -> str | None:
+    """The task id of a graded test: the argument of its (single) ``task`` marker."""
+    tasks = [m.args[0] if m.args else "" for m in item.iter_markers("task")]
+    return tasks[0] if len(tasks) == 1 else None
+
+
+def task_problem(item: Any) -> str | None:
+    """Why a test breaks the convention (None when it keeps it)."""
+    labs = sorted({m.name for m in item.iter_markers() if LAB_MARKER.match(m.name)})
+    tasks = [m.args[0] if m.args else "" for m in item.iter_markers("task")]
+    if not labs:
+        return "a task marker without a lab marker" if tasks else None
+    if len(labs) > 1:
+        return f"several lab markers {labs}"
+    if len(tasks) != 1:
+        return f"{len(tasks)} task markers {tasks} (needs exactly one)"
+    match = TASK_ID.match(str(tasks[0]))
+    if not match or match.group(1) != labs[0]:
+        return f"task {tasks[0]!r} does not belong to its lab marker {labs[0]}"
+    return None
+
+
+def check_task_ids(tasks: list[str]) -> None:
+    for task in tasks:
+        if not TASK_ID.match(task):
+            raise ValueError(f"task ids look like 'lab05.1', got {task!r}")
+
+
+def select_tasks(items: list, config: Any, tasks: list[str]) -> None:
+    """Keep only the graded tests of ``tasks`` (in place), reporting the rest as deselected."""
+    keep = [item for item in items if task_of(item) in tasks]
+    dropped = [item for item in items if task_of(item) not in tasks]
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+    items[:] = keep
+
+
+@dataclass(eq=False)  # pluggy keeps plugins in sets
 class _Collector:
-    """A pytest plugin that remembers each graded test's lab and outcome."""
+    """A pytest plugin that remembers each graded test's lab, task and outcome."""
 
-    labs: dict[str, str] = field(default_factory=dict)  # nodeid -> lab marker
+    tasks: list[str] | None = None
+    graded: dict[str, tuple[str, str]] = field(default_factory=dict)  # nodeid -> (lab, task)
     results: dict[str, TestResult] = field(default_factory=dict)
+    errors: list[str] = field(default_factory=list)  # collection errors, one line each
 
-    def pytest_collection_modifyitems(self, items: list) -> None:
+    def pytest_collectreport(self, report: Any) -> None:
+        if report.failed:
+            text = str(report.longrepr).strip().splitlines()
+            self.errors.append(f"{report.nodeid}: {text[-1] if text else 'collection failed'}")
+
+    def pytest_collection_modifyitems(self, config: Any, items: list) -> None:
+        if self.tasks:
+            select_tasks(items, config, self.tasks)
         for item in items:
-            marks = [m.name for m in item.iter_markers() if LAB_MARKER.match(m.name)]
-            if marks:
-                self.labs[item.nodeid] = marks[0]
+            lab = lab_of(item)
+            if lab:
+                self.graded[item.nodeid] = (lab, task_of(item) or f"{lab}.?")
 
     def pytest_runtest_logreport(self, report: Any) -> None:
-        lab = self.labs.get(report.nodeid)
-        if lab is None:
+        if report.nodeid not in self.graded:
             return
+        lab, task = self.graded[report.nodeid]
         previous = self.results.get(report.nodeid)
         if report.failed:
-            text = getattr(report, "longreprtext", "") or str(report.longrepr)
-            self.results[report.nodeid] = TestResult(lab, report.nodeid, "failed", _tail(text))
+            crash = getattr(report.longrepr, "reprcrash", None)  # the exception's own line
+            reason = _one_line(crash.message if crash is not None else str(report.longrepr))
+            text = _cap(report.longreprtext)
+            output = f"{reason}\n\n{text}"
+            self.results[report.nodeid] = TestResult(
+                lab, report.nodeid, "failed", output, task,
+                reason if report.when == "call" else f"(in {report.when}) {reason}",
+            )  # fmt: skip
         elif report.skipped and previous is None:
             reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else "skipped"
             reason = reason.removeprefix("Skipped: ")
-            self.results[report.nodeid] = TestResult(lab, report.nodeid, "skipped", reason)
+            self.results[report.nodeid] = TestResult(
+                lab, report.nodeid, "skipped", reason, task, reason
+            )
         elif report.when == "call" and report.passed and previous is None:
-            self.results[report.nodeid] = TestResult(lab, report.nodeid, "passed")
+            self.results[report.nodeid] = TestResult(lab, report.nodeid, "passed", "", task)
 
 
-def _tail(text: str, limit: int = 3000) -> str:
-    """The end of a failure report, where the exception is; NotImplementedError lines first."""
-    stub = [line for line in text.splitlines() if "NotImplementedError" in line]
-    head = (stub[-1] + "\n...\n") if stub else ""
-    return head + text[-limit:]
+def _one_line(text: str, limit: int = 300) -> str:
+    """The first line of an exception's text, shortened: the reason shown in the terminal."""
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    line = lines[0] if lines else "failed"
+    return line if len(line) <= limit else line[: limit - 3] + "..."
+
+
+def _cap(text: str, head: int = 2000, tail: int = 8000) -> str:
+    """A traceback's start and end (where the exception is), at most about 10,000 characters."""
+    if len(text) <= head + tail:
+        return text
+    cut = len(text) - head - tail
+    return f"{text[:head]}\n... ({cut} characters cut) ...\n{text[-tail:]}"
 
 
 def grade(
     root: str | os.PathLike = ".",
     labs: list[str] | None = None,
     extra_args: list[str] | None = None,
+    tasks: list[str] | None = None,
+    log: io.TextIOBase | None = None,
 ) -> list[TestResult]:
-    """Run the graded tests under ``root/tests`` (only ``labs`` if given); return their results."""
-    import pytest
+    """Run the graded tests under ``root/tests`` (only ``labs`` / ``tasks`` if given).
 
+    Returns their results; pytest's own terminal output goes to ``log`` (default: discarded),
+    and one character per test (``.`` passed, ``F`` failed, ``s`` skipped) to stderr."""
     root = Path(root).resolve()
-    if labs:
-        for lab in labs:
-            if not LAB_MARKER.match(lab):
-                raise ValueError(f"lab names look like 'lab01', got {lab!r}")
+    for lab in labs or []:
+        if not LAB_MARKER.match(lab):
+            raise ValueError(f"lab names look like 'lab01', got {lab!r}")
+    check_task_ids(tasks or [])
     loaded = sys.modules.get("minitorch_dist")
     if (
         loaded is not None
@@ -93,61 +198,107 @@ def grade(
             f"this process already imported minitorch_dist from {Path(loaded.__file__).parent}; "
             f"grade from inside the repository you grade: cd {root} && python -m minitorch_dist.grade"
         )
-    expression = " or ".join(labs) if labs else " or ".join(f"lab{i:02d}" for i in range(100))
-    collector = _Collector()
-    args = [
-        str(root / "tests"),
-        "-m",
-        expression,
-        "-q",
-        "-p",
-        "no:cacheprovider",
-        "--rootdir",
-        str(root),
-        "-o",
-        "addopts=",
-        *(extra_args or []),
-    ]
+    chosen = sorted(set(labs or []) | {t.split(".")[0] for t in tasks or []})
+    expression = " or ".join(chosen or [f"lab{i:02d}" for i in range(100)])
+    collector = _Collector(tasks=list(tasks) if tasks else None)
+    args = [str(root / "tests"), "-m", expression, "-q", "-rN",
+            "-p", "no:cacheprovider", "--rootdir", str(root), "-o", "addopts=",
+            *(extra_args or [])]  # fmt: skip
     cwd = os.getcwd()
     os.chdir(root)
     sys.path.insert(0, str(root))  # grade the package in root, not an installed copy
+    progress = _Progress(collector)
+    buffer = io.StringIO()
     try:
-        pytest.main(args, plugins=[collector])
+        with contextlib.redirect_stdout(buffer):
+            code = pytest.main(args, plugins=[collector, progress])
     finally:
         os.chdir(cwd)
         sys.path.remove(str(root))
+        print(file=sys.stderr)
+        if log is not None:
+            log.write(buffer.getvalue())
+    if code in (pytest.ExitCode.INTERNAL_ERROR, pytest.ExitCode.USAGE_ERROR):
+        print(buffer.getvalue()[-3000:], file=sys.stderr)
+    if collector.errors:
+        print("collection errors (these tests did not run):", file=sys.stderr)
+        print("\n".join(f"  {e}" for e in collector.errors), file=sys.stderr)
     return [collector.results[k] for k in sorted(collector.results)]
 
 
+@dataclass(eq=False)
+class _Progress:
+    collector: _Collector
+
+    def pytest_runtest_logfinish(self, nodeid: str) -> None:
+        result = self.collector.results.get(nodeid)
+        if result is not None:
+            mark = {"passed": ".", "failed": "F", "skipped": "s"}[result.status]
+            print(mark, end="", file=sys.stderr, flush=True)
+
+
+def _score(results: list[TestResult]) -> tuple[int, int, int, int]:
+    p = sum(r.status == "passed" for r in results)
+    f = sum(r.status == "failed" for r in results)
+    return p, f, sum(r.status == "skipped" for r in results), p + f
+
+
 def _table(results: list[TestResult]) -> str:
-    rows = [f"{'lab':<8}{'passed':>8}{'failed':>8}{'skipped':>9}{'score':>10}"]
-    total = possible = 0
+    """Labs, each followed by its tasks (indented): passed, failed, skipped, score."""
+    rows = [f"{'lab / task':<12}{'passed':>8}{'failed':>8}{'skipped':>9}{'score':>10}"]
     for lab in sorted({r.lab for r in results}):
         mine = [r for r in results if r.lab == lab]
-        p = sum(r.status == "passed" for r in mine)
-        f = sum(r.status == "failed" for r in mine)
-        s = sum(r.status == "skipped" for r in mine)
-        rows.append(f"{lab:<8}{p:>8}{f:>8}{s:>9}{f'{p}/{p + f}':>10}")
-        total, possible = total + p, possible + p + f
-    rows.append(f"{'total':<8}{'':>8}{'':>8}{'':>9}{f'{total}/{possible}':>10}")
+        p, f, s, n = _score(mine)
+        rows.append(f"{lab:<12}{p:>8}{f:>8}{s:>9}{f'{p}/{n}':>10}")
+        for task in sorted({r.task for r in mine}, key=_task_key):
+            p, f, s, n = _score([r for r in mine if r.task == task])
+            rows.append(f"{'  ' + task:<12}{p:>8}{f:>8}{s:>9}{f'{p}/{n}':>10}")
+    p, f, s, n = _score(results)
+    rows.append(f"{'total':<12}{p:>8}{f:>8}{s:>9}{f'{p}/{n}':>10}")
     return "\n".join(rows)
 
 
+def _task_key(task: str) -> tuple:
+    lab, _, k = task.partition(".")
+    return (lab, int(k) if k.isdigit() else 10**6)
+
+
+def _failure_key(group: tuple[tuple[str, str], list[str]]) -> tuple:
+    (task, reason), _ = group
+    return (_task_key(task), "not run: " in reason)  # a task's own failure before its not-runs
+
+
+def _failures(results: list[TestResult]) -> str:
+    """One line per failed test (task, name, reason); tests of a task that failed for the same
+    reason (a deadlocked task's tests not run) share one line."""
+    groups: dict[tuple[str, str], list[str]] = {}
+    for r in results:
+        if r.status == "failed":
+            groups.setdefault((r.task, r.reason), []).append(r.name.split("::")[-1])
+    lines = []
+    for (task, reason), names in sorted(groups.items(), key=_failure_key):
+        who = names[0] if len(names) == 1 else f"{len(names)} tests ({names[0]}, ...)"
+        lines.append(f"{task} FAILED {who}: {reason}")
+    return "\n".join(lines)
+
+
 def gradescope_json(results: list[TestResult], seconds: float) -> dict:
-    """Gradescope's results.json: one entry per graded test, one point each."""
+    """Gradescope's results.json: one entry per graded test, one point each, named by task."""
     tests = []
     for r in results:
-        entry = {"name": r.name, "number": r.lab, "output": r.output, "visibility": "visible"}
+        entry = {"name": r.name, "number": r.task or r.lab, "output": r.output,
+                 "visibility": "visible"}  # fmt: skip
         if r.status == "skipped":
             entry.update(score=0, max_score=0, status="passed", output=f"skipped: {r.output}")
         else:
             passed = r.status == "passed"
             entry.update(score=int(passed), max_score=1, status="passed" if passed else "failed")
         tests.append(entry)
+    failures = _failures(results)
     return {
         "score": sum(t["score"] for t in tests),
         "execution_time": round(seconds),
-        "output": _table(results),
+        "output": _table(results) + ("\n\n" + failures if failures else ""),
         "stdout_visibility": "visible",
         "tests": tests,
     }
@@ -156,18 +307,23 @@ def gradescope_json(results: list[TestResult], seconds: float) -> dict:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--labs", nargs="*", help="labs to grade, e.g. lab01 lab02 (default: all)")
+    parser.add_argument(
+        "--task", action="append", nargs="+", default=[],
+        help="tasks to grade, e.g. --task lab05.1 (repeatable; several after one --task too)",
+    )  # fmt: skip
     parser.add_argument("--root", default=".", help="repository to grade (default: here)")
     parser.add_argument("--results", default="results.json", help="where to write the JSON")
     args = parser.parse_args(argv)
+    tasks = [t for group in args.task for t in group]
     start = time.monotonic()
-    results = grade(args.root, args.labs)
+    results = grade(args.root, args.labs, tasks=tasks or None)
     if not results:
         print("no graded tests found", file=sys.stderr)
         return 1
     report = gradescope_json(results, time.monotonic() - start)
     Path(args.results).write_text(json.dumps(report, indent=2) + "\n")
     print(report["output"])
-    print(f"results written to {args.results}")
+    print(f"results written to {args.results} (each failed test's traceback is in its output)")
     return 0
 
 

@@ -53,6 +53,7 @@ __all__ = [
     "rank_batch",
     "reference_run",
     "run_training",
+    "scale_mistake",
     "train_step",
 ]
 
@@ -316,3 +317,32 @@ def assert_runs_match(
         if "weights" in check:
             compare(run.weights, reference.weights, shards=rank_shards, tolerance=tol,
                     label=label + "weight ")  # fmt: skip
+
+
+def scale_mistake(
+    ours: Mapping[str, torch.Tensor],
+    reference: Mapping[str, torch.Tensor],
+    world_size: int,
+    grad_acc: int = 1,
+) -> str | None:
+    """Name a mistake that only rescales a gradient (or an SGD update), else None.
+
+    ``s = <ours, reference> / <reference, reference>`` over the common names: ``s`` near
+    ``world_size`` means the ranks' gradients were summed, not averaged; near ``1 / grad_acc``
+    (the micro-batches identical, so each carries ``1 / grad_acc`` of it) that only the last
+    micro-batch survived: the accumulated gradient was overwritten (``copy_``), not added
+    (``add_``). Adam hides both (it is nearly scale-invariant): check with SGD."""
+    names = [n for n in reference if n in ours]
+    a = torch.cat([ours[n].detach().double().flatten() for n in names])
+    b = torch.cat([reference[n].detach().double().flatten() for n in names])
+    if not names or float(b @ b) == 0.0:
+        return None
+    s = float(a @ b / (b @ b))
+    if world_size > 1 and abs(s - world_size) < 0.02 * world_size:
+        return (f"the gradients are {s:.3f} x the reference's on {world_size} ranks: they were "
+                "summed over the ranks, not averaged (divide by the world size)")  # fmt: skip
+    if grad_acc > 1 and abs(s - 1 / grad_acc) < 0.02 / grad_acc:
+        return (f"the gradient is {s:.3f} x the reference's with {grad_acc} identical "
+                "micro-batches: only the last micro-batch's gradient survived; accumulate "
+                "into the gradient (add_), do not overwrite it (copy_)")  # fmt: skip
+    return None

@@ -11,7 +11,8 @@ Solutions live in the package (and in lab notebooks) between two comments::
 The release copies the repository to DEST and replaces each block with
 ``raise NotImplementedError("lab01.1: per-rank bytes of params, grads and optimizer states")`` at
 the block's indentation, so signatures, docstrings and input checks stay. Lab notebooks lose
-their outputs and have their solution blocks replaced the same way. Nothing is kept by hand: the
+their outputs and have their solution blocks replaced the same way; tests/test_mutants.py (the
+reference with one mistake per mutant) is left out. Nothing is kept by hand: the
 student edition is always generated, and the test suite checks that in it the package imports and
 every graded test fails with NotImplementedError.
 """
@@ -35,6 +36,8 @@ _TASK = re.compile(r"^lab\d\d\.\d+$")  # labNN.k: chapter NN, task k
 _END = re.compile(r"^[ \t]*# END SOLUTION\b")
 _THIS = Path(__file__).resolve()  # the tool itself: its docstring shows the markers
 _SKIP_DIRS = {".git", ".venv", "_build", "__pycache__", ".pytest_cache", ".ruff_cache", "release"}
+# Files the edition leaves out: the mutants are the reference solutions with one mistake each.
+_INSTRUCTOR_ONLY = frozenset({"tests/test_mutants.py"})
 
 
 class SolutionBlockError(ValueError):
@@ -127,7 +130,7 @@ def make_release(root: str | os.PathLike, dest: str | os.PathLike, force: bool =
     counts: dict[str, int] = {}
     for src in _source_files(root):
         rel = src.relative_to(root)
-        if rel.parts and rel.parts[0] in _SKIP_DIRS:
+        if (rel.parts and rel.parts[0] in _SKIP_DIRS) or rel.as_posix() in _INSTRUCTOR_ONLY:
             continue
         target = dest / rel
         target.parent.mkdir(parents=True, exist_ok=True)

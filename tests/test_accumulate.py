@@ -57,6 +57,7 @@ def assert_grads_close(model: nn.Module, grads: dict) -> None:
 
 # -- lab04.1: the token-weighted step -------------------------------------------------------
 @pytest.mark.lab04
+@pytest.mark.task("lab04.1")
 def test_ragged_padding_gives_the_big_batch_gradients() -> None:
     """Catches the mean-of-means normalisation: with micro-batches of 124, 13, 128 and 35 real
     tokens it weights tokens unequally. The token-weighted step equals one big batch."""
@@ -78,6 +79,7 @@ def test_ragged_padding_gives_the_big_batch_gradients() -> None:
 
 
 @pytest.mark.lab04
+@pytest.mark.task("lab04.1")
 def test_equal_token_counts_make_both_normalisations_agree() -> None:
     """Catches a step that is right only with padding (e.g. dividing by the wrong count): without
     padding every micro-batch holds mbs x s tokens and the mean of means is correct too."""
@@ -93,6 +95,7 @@ def test_equal_token_counts_make_both_normalisations_agree() -> None:
 
 
 @pytest.mark.lab04
+@pytest.mark.task("lab04.1")
 def test_gradients_accumulate_into_existing_grads_and_nothing_steps() -> None:
     """Catches a step that zeroes .grad (it would lose earlier accumulation) or updates the
     weights itself: zeroing and stepping belong to the caller, once per global batch."""
@@ -109,6 +112,7 @@ def test_gradients_accumulate_into_existing_grads_and_nothing_steps() -> None:
 
 
 @pytest.mark.lab04
+@pytest.mark.task("lab04.1")
 def test_a_micro_batch_of_padding_only_contributes_nothing() -> None:
     """Catches dividing each micro-batch by its own token count: a micro-batch with no real
     token would then divide 0 by 0 and poison every gradient with NaN."""
@@ -122,6 +126,7 @@ def test_a_micro_batch_of_padding_only_contributes_nothing() -> None:
 
 
 @pytest.mark.lab04
+@pytest.mark.task("lab04.1")
 def test_no_sync_wraps_every_micro_batch_but_the_last() -> None:
     """Catches synchronising gradients after every micro-batch (grad_acc times the
     communication) or never (the last backward must run outside no_sync)."""
@@ -169,6 +174,7 @@ def test_accumulation_input_validation() -> None:
 
 # -- lab04.2: memory of accumulation with checkpointing ------------------------------------
 @pytest.mark.lab04
+@pytest.mark.task("lab04.2")
 def test_peak_memory_follows_the_micro_batch_not_the_global_batch() -> None:
     """Catches accumulation that keeps every micro-batch's activations alive (e.g. summing the
     losses and calling backward once at the end): the peak would then grow with grad_acc."""
@@ -185,6 +191,7 @@ def test_peak_memory_follows_the_micro_batch_not_the_global_batch() -> None:
 
 
 @pytest.mark.lab04
+@pytest.mark.task("lab04.2")
 def test_accumulated_checkpointed_step_equals_the_big_batch() -> None:
     """Catches a combination of accumulation and recomputation that changes the gradients, or
     that does not lower the peak."""

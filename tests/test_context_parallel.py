@@ -106,6 +106,7 @@ def _softmax_attention(q, k, v):  # noqa: ANN001, ANN202
 
 
 @pytest.mark.lab08
+@pytest.mark.task("lab08.1")
 def test_merge_of_two_parts_equals_softmax_over_all_keys():
     """lab08.1. Keys split 3 + 13 (unequal on purpose). Catches averaging the two outputs,
     adding them without rescaling, a max in place of log-sum-exp, and weights swapped."""
@@ -120,6 +121,7 @@ def test_merge_of_two_parts_equals_softmax_over_all_keys():
 
 
 @pytest.mark.lab08
+@pytest.mark.task("lab08.1")
 def test_merge_folds_many_parts_in_any_order():
     """lab08.1. Four parts merged left to right and as a tree equal the whole softmax: the merge
     is associative. Catches a merge that is right for two equal halves only."""
@@ -138,6 +140,7 @@ def test_merge_folds_many_parts_in_any_order():
 
 
 @pytest.mark.lab08
+@pytest.mark.task("lab08.1")
 def test_merge_handles_rows_fully_masked_in_a_part():
     """lab08.1. A row that sees no key of part A (lse -inf, as a causal block gives the rows
     before its keys) must take part B unchanged; a row masked in both gives out 0, lse -inf.
@@ -172,6 +175,7 @@ def _forward_rank(rank: int, cp: int, layout: str) -> dict:
 
 
 @pytest.mark.lab08
+@pytest.mark.task("lab08.2")
 @pytest.mark.parametrize("layout", LAYOUTS)
 @pytest.mark.parametrize("cp", CPS)
 def test_ring_forward_equals_full_causal_attention(cp, layout):
@@ -186,6 +190,7 @@ def test_ring_forward_equals_full_causal_attention(cp, layout):
 
 
 @pytest.mark.lab08
+@pytest.mark.task("lab08.2")
 @pytest.mark.parametrize("cp", CPS)
 def test_ring_forward_sends_cp_minus_1_kv_blocks_to_the_next_rank(cp):
     """lab08.2. Bytes counted = ring_bytes_per_rank exactly, all of it to rank r + 1. Catches
@@ -204,6 +209,7 @@ def _work_rank(rank: int, cp: int, layout: str) -> float:
 
 
 @pytest.mark.lab08
+@pytest.mark.task("lab08.2")
 @pytest.mark.parametrize("layout", LAYOUTS)
 def test_work_per_rank_contiguous_4r_plus_2_zigzag_even(layout):
     """lab08.2. Blocks computed per rank at cp = 8, in half-chunk units (a diagonal block 1/2):
@@ -231,6 +237,7 @@ def _backward_rank(rank: int, cp: int, layout: str) -> dict:
 
 
 @pytest.mark.lab08
+@pytest.mark.task("lab08.3")
 @pytest.mark.parametrize("layout", LAYOUTS)
 @pytest.mark.parametrize("cp", CPS)
 def test_ring_backward_equals_full_attention_gradients(cp, layout):
@@ -244,6 +251,7 @@ def test_ring_backward_equals_full_attention_gradients(cp, layout):
 
 
 @pytest.mark.lab08
+@pytest.mark.task("lab08.3")
 @pytest.mark.parametrize("cp", CPS)
 def test_ring_backward_sends_twice_the_forward(cp):
     """lab08.3. K/V again and their gradients: 2 (cp - 1) blocks, all to rank r + 1. Catches
@@ -265,6 +273,7 @@ def _end_to_end_rank(rank: int, cp: int, layout: str) -> list:
 
 
 @pytest.mark.lab08
+@pytest.mark.task("lab08.3")
 @pytest.mark.parametrize("layout", LAYOUTS)
 @pytest.mark.parametrize("cp", CPS)
 def test_ring_attention_end_to_end(cp, layout):
@@ -277,6 +286,7 @@ def test_ring_attention_end_to_end(cp, layout):
 
 
 @pytest.mark.lab08
+@pytest.mark.task("lab08.3")
 def test_tiny_llama_contiguous_cp2_equals_the_reference():
     """lab08.3. The tiny Llama, 3 AdamW steps with cp = 2 (contiguous): losses, every rank's
     logits, every gradient and the weights equal the single process's (fp64)."""
@@ -286,6 +296,7 @@ def test_tiny_llama_contiguous_cp2_equals_the_reference():
 
 # -- lab08.4: the zig-zag layout and its positions -----------------------------------------------
 @pytest.mark.lab08
+@pytest.mark.task("lab08.4")
 @pytest.mark.parametrize("cp", [1, 2, 4])
 def test_zigzag_shard_holds_half_chunks_r_and_2cp_minus_1_minus_r(cp):
     """lab08.4. On tokens 0..s-1 rank r holds half-chunks r then 2cp-1-r, and its positions are
@@ -304,6 +315,7 @@ def test_zigzag_shard_holds_half_chunks_r_and_2cp_minus_1_minus_r(cp):
 
 
 @pytest.mark.lab08
+@pytest.mark.task("lab08.4")
 def test_tiny_llama_zigzag_cp2_equals_the_reference():
     """lab08.4 (with lab08.1-3). The zig-zag tiny Llama with cp = 2 equals the reference:
     catches RoPE rotated by the shard's own positions or labels not permuted with the tokens."""

@@ -36,6 +36,7 @@ from minitorch_dist.reference import (
     param_grads,
     reference_run,
     run_training,
+    scale_mistake,
 )
 
 STEPS, GLOBAL_BATCH, SEQ = 3, 8, 16
@@ -99,6 +100,8 @@ def _check_against_reference(results: list[dict], ref: Run) -> None:
     step's averaged gradients, the weights (and buffers) after the last step, the mean loss."""
     assert all(r["agree"] for r in results), "the replicas drifted apart"
     n = len(results)
+    mistake = scale_mistake(results[0]["run"].grads, ref.grads, n)  # the first step's grads
+    assert mistake is None, mistake
     assert_runs_match([r["run"] for r in results], ref, outputs=lambda rank: Shard(0, rank, n),
                       tolerance=TIGHT)  # fmt: skip
 
@@ -112,6 +115,7 @@ def _broadcast(rank: int, world_size: int) -> dict:
 
 
 @pytest.mark.lab05
+@pytest.mark.task("lab05.2")
 def test_broadcast_copies_rank_0_everywhere() -> None:
     """Catches a broadcast that skips frozen parameters or buffers, or picks the wrong root."""
     torch.manual_seed(0)
@@ -122,6 +126,7 @@ def test_broadcast_copies_rank_0_everywhere() -> None:
 
 
 @pytest.mark.lab05
+@pytest.mark.task("lab05.2")
 @pytest.mark.parametrize(("kind", "opt", "world_size"),
                          [("toy", "sgd", 4), ("toy", "adamw", 2), ("llama", "sgd", 4)])  # fmt: skip
 def test_naive_matches_single_process(kind: str, opt: str, world_size: int) -> None:
@@ -132,6 +137,7 @@ def test_naive_matches_single_process(kind: str, opt: str, world_size: int) -> N
 
 
 @pytest.mark.lab05
+@pytest.mark.task("lab05.2")
 def test_naive_sends_one_all_reduce_per_gradient() -> None:
     """Catches extra or missing collectives: one all-reduce per trainable tensor per step, and
     2 (n - 1) / n times its bytes each (a tied weight counts once, a frozen one not at all)."""
@@ -143,6 +149,7 @@ def test_naive_sends_one_all_reduce_per_gradient() -> None:
 
 
 @pytest.mark.lab05
+@pytest.mark.task("lab05.2")
 def test_naive_no_sync_accumulates_then_syncs_once() -> None:
     """Catches no_sync that still communicates, or that loses the accumulated gradients."""
     results = launch(_train, 2, "toy", "sgd", "naive", 25.0, 2)
@@ -153,6 +160,7 @@ def test_naive_no_sync_accumulates_then_syncs_once() -> None:
 
 # -- lab05.3: buckets -------------------------------------------------------------------------
 @pytest.mark.lab05
+@pytest.mark.task("lab05.3")
 def test_build_buckets_by_hand() -> None:
     """Catches buckets that overflow the cap, skip a tensor, reorder, or mix dtypes."""
     f32 = [torch.empty(10), torch.empty(10), torch.empty(10), torch.empty(25)]  # 40, 40, 40, 100 B
@@ -166,6 +174,7 @@ def test_build_buckets_by_hand() -> None:
 
 
 @pytest.mark.lab05
+@pytest.mark.task("lab05.3")
 @pytest.mark.parametrize("cap_mb", [1e-5, 0.002, 25.0])  # one tensor per bucket, a few, one
 def test_bucketed_matches_single_process_toy(cap_mb: float) -> None:
     """Catches a wrong slot, a bucket launched before all its gradients are in, or a tied or
@@ -175,6 +184,7 @@ def test_bucketed_matches_single_process_toy(cap_mb: float) -> None:
 
 
 @pytest.mark.lab05
+@pytest.mark.task("lab05.3")
 def test_bucketed_matches_single_process_adamw_and_llama() -> None:
     """Same check with AdamW on the toy model, and on the tiny Llama with a few buckets."""
     _check_against_reference(
@@ -186,6 +196,7 @@ def test_bucketed_matches_single_process_adamw_and_llama() -> None:
 
 
 @pytest.mark.lab05
+@pytest.mark.task("lab05.3")
 @pytest.mark.parametrize("cap_mb", [1e-5, 0.002, 25.0])
 def test_bucketed_bytes_per_step_equal_the_formula(cap_mb: float) -> None:
     """Catches a bucket all-reduced twice, or padding sent: one all-reduce per bucket, and the
@@ -207,6 +218,7 @@ def _first_bucket(rank: int, world_size: int) -> list[list[str]]:
 
 
 @pytest.mark.lab05
+@pytest.mark.task("lab05.3")
 def test_first_bucket_is_small_and_the_rest_follow_the_cap() -> None:
     """Catches buckets that lose or repeat a parameter when the first bucket has its own cap:
     the head (the last layer, 64 KiB) fills the 10 KB first bucket alone, the rest fit one."""
@@ -217,6 +229,7 @@ def test_first_bucket_is_small_and_the_rest_follow_the_cap() -> None:
 
 
 @pytest.mark.lab05
+@pytest.mark.task("lab05.3")
 def test_bucketed_no_sync_accumulates_then_syncs_once() -> None:
     """Catches hooks that communicate (or copy stale gradients) inside no_sync."""
     results = launch(_train, 4, "toy", "sgd", "bucketed", 0.002, 2)
@@ -237,6 +250,7 @@ def _events(rank: int, world_size: int) -> list[tuple[str, int]]:
 
 
 @pytest.mark.lab05
+@pytest.mark.task("lab05.3")
 def test_buckets_launch_during_backward_in_order() -> None:
     """Catches all-reduces deferred to the end of backward (no overlap), or launched out of
     order (ranks would pair different buckets): bucket 0 starts before the last gradient is
@@ -264,6 +278,7 @@ def _unused(rank: int, world_size: int, variant: str) -> str:
 
 
 @pytest.mark.lab05
+@pytest.mark.task("lab05.3")
 @pytest.mark.parametrize("variant", ["naive", "bucketed"])
 def test_a_parameter_without_gradient_is_named(variant: str) -> None:
     """Catches a silent hang (or a silently stale gradient) when a trainable parameter takes
@@ -283,6 +298,7 @@ def _double(rank: int, world_size: int) -> list[str]:
 
 
 @pytest.mark.lab05
+@pytest.mark.task("lab05.3")
 def test_bucket_state_is_reset_between_steps() -> None:
     """Catches ready flags or handles left over from the previous step (the second backward
     would see every gradient 'arrive twice')."""

@@ -56,6 +56,7 @@ PROBS = torch.tensor(
 
 # -- lab10.1: the router and the auxiliary loss --------------------------------------------------
 @pytest.mark.lab10
+@pytest.mark.task("lab10.1")
 def test_top_k_route_held_example_with_ties():
     """Catches weights not renormalised, experts in ascending order, and ties going to the
     higher index (torch.topk makes no promise about ties; the route must be reproducible)."""
@@ -73,6 +74,7 @@ def test_top_k_route_held_example_with_ties():
 
 
 @pytest.mark.lab10
+@pytest.mark.task("lab10.1")
 def test_top_k_route_softmax_in_fp32_and_bad_k():
     """Catches a softmax in bf16 (the router's probabilities lose their small differences) and a
     k larger than E accepted (torch.topk would fail later with a shape error)."""
@@ -86,6 +88,7 @@ def test_top_k_route_softmax_in_fp32_and_bad_k():
 
 
 @pytest.mark.lab10
+@pytest.mark.task("lab10.1")
 def test_switch_loss_held_example():
     """Switch: E * sum f_i P_i with top-1 fractions = 4 * (0.5*0.3 + 0.25*0.25 + 0.25*0.225).
     Catches a missing factor E (0.26875), a mean over experts instead of the sum (0.26875), and
@@ -99,6 +102,7 @@ def test_switch_loss_held_example():
 
 
 @pytest.mark.lab10
+@pytest.mark.task("lab10.1")
 def test_topk_and_mixtral_losses_held_example():
     """DeepSpeed top-k: E/k * sum c_i P_i with all k choices counted = 2 * 0.51875 = 1.0375;
     Hugging Face's Mixtral: E * sum c_i P_i = 2.075, k times larger. Catches top-1 fractions
@@ -117,6 +121,7 @@ def test_topk_and_mixtral_losses_held_example():
 
 
 @pytest.mark.lab10
+@pytest.mark.task("lab10.1")
 def test_losses_at_uniform_routing_and_their_gradient():
     """Uniform routing gives 1 (switch, topk) and k (mixtral). The gradient reaches the probs
     only through P: d loss / d p_ti = E f_i / T (switch). Catches fractions computed from the
@@ -139,6 +144,7 @@ def test_losses_at_uniform_routing_and_their_gradient():
 
 # -- lab10.2: capacity and the drop policy ------------------------------------------------------
 @pytest.mark.lab10
+@pytest.mark.task("lab10.2")
 def test_expert_capacity_values():
     """C = ceil(T/E * cf * k): catches floor instead of ceil (10 tokens, 4 experts: 2, not 3), a
     forgotten k, min_capacity ignored, float rounding (1000/10 * 1.1 gives 111 in floats), and a
@@ -158,6 +164,7 @@ def test_expert_capacity_values():
 
 
 @pytest.mark.lab10
+@pytest.mark.task("lab10.2")
 def test_apply_capacity_held_example():
     """Token order, then slot order, first come first served, C = 2:
     t0 -> 0 (1st), 1 (1st); t1 -> 0 (2nd), 2 (1st); t2 -> 0 (3rd: dropped), 1 (2nd);
@@ -173,6 +180,7 @@ def test_apply_capacity_held_example():
 
 
 @pytest.mark.lab10
+@pytest.mark.task("lab10.2")
 def test_block_drops_equal_the_capacity_rule():
     """The single-process MoEBlock with cf = 1 on a skewed batch drops exactly what
     ``apply_capacity(indices, E, expert_capacity(T, E, cf, k))`` drops; a token whose every
@@ -219,6 +227,7 @@ def _dispatch_rank(rank: int, n: int) -> dict:
 
 
 @pytest.mark.lab10
+@pytest.mark.task("lab10.3")
 @pytest.mark.parametrize("n", [2, 4])
 def test_dispatch_moves_rows_and_backward_returns_gradients(n):
     """Counts exchanged first: rank r receives (j + r) % 3 rows from rank j. Catches splits
@@ -313,6 +322,7 @@ def _ep_block_rank(rank: int, n: int) -> dict:
 
 
 @pytest.mark.lab10
+@pytest.mark.task("lab10.4")
 @pytest.mark.parametrize("n", [2, 4])
 def test_ep_block_equals_single_process_block(n, reference_dispatch):
     """fp64, dropless, each rank its 1/n of the tokens: outputs, input gradients, the router's
@@ -338,6 +348,7 @@ def test_ep_block_equals_single_process_block(n, reference_dispatch):
 
 
 @pytest.mark.lab10
+@pytest.mark.task("lab10.4")
 @pytest.mark.parametrize("ep", [2, 4])
 def test_tiny_llama_with_moe_trains_like_its_reference(ep, reference_dispatch):
     """The tiny Llama with MoE blocks, 3 AdamW steps in fp64 on ep ranks (data-parallel rows,
@@ -350,6 +361,7 @@ def test_tiny_llama_with_moe_trains_like_its_reference(ep, reference_dispatch):
 
 
 @pytest.mark.lab10
+@pytest.mark.task("lab10.4")
 @pytest.mark.parametrize("ep", [2, 4])
 def test_bytes_from_split_sizes_equal_the_formula_under_uniform_routing(ep, reference_dispatch):
     """Exactly uniform routing (token t to experts t, t+1 mod E; 64 tokens per rank): the bytes

@@ -12,7 +12,7 @@ import torch
 import torch.distributed as dist
 
 from minitorch_dist import launch
-from minitorch_dist.launcher import RankError, RankTimeoutError, torchrun
+from minitorch_dist.launcher import COLLECTIVE_TIMEOUT_ENV, RankError, RankTimeoutError, torchrun
 
 
 def _children() -> list[int]:
@@ -120,6 +120,40 @@ def test_a_rank_that_dies_without_python_is_named() -> None:
         launch(die, 3, timeout=20)
     assert info.value.rank == 1 and "exited with code 3" in str(info.value)
     assert _children() == []
+
+
+@needs_proc
+def test_a_rank_killed_by_a_signal_carries_its_own_last_words() -> None:
+    """Catches a crash reported only as "signal 6": a rank that gloo aborts (its C++ message on
+    stderr, then SIGABRT) is named with the message it printed."""
+
+    def abort(rank: int, world_size: int) -> None:
+        if rank == 1:
+            os.write(2, b"terminate called: [gloo] Received data size doesn't match\n")
+            os.abort()
+        dist.barrier()
+
+    with pytest.raises(RankError) as info:
+        launch(abort, 2, timeout=20)
+    assert info.value.rank == 1 and "signal 6" in str(info.value)
+    assert "Received data size doesn't match" in str(info.value)
+    assert _children() == []
+
+
+def test_a_collective_timeout_caps_the_wait(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Catches a collective that waits out the whole launch: with the cap set (as graded tests
+    do) a missing all-reduce fails after the cap, and the error says so."""
+    monkeypatch.setenv(COLLECTIVE_TIMEOUT_ENV, "2")
+
+    def skip(rank: int, world_size: int) -> None:
+        if rank != 1:
+            dist.all_reduce(torch.ones(2))
+
+    start = time.monotonic()
+    with pytest.raises(RankTimeoutError) as info:
+        launch(skip, 2, timeout=60)
+    assert time.monotonic() - start < 2 + 3 + 5  # the cap, the grace for others, joining
+    assert "each collective within 2 s" in str(info.value)
 
 
 def test_two_launches_at_once_do_not_collide() -> None:

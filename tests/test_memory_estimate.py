@@ -28,6 +28,7 @@ def states(params: int, grads: int, optimizer: int, offloaded: int = 0) -> dict:
 
 # -- lab01.1: model states ------------------------------------------------------------------
 @pytest.mark.lab01
+@pytest.mark.task("lab01.1")
 def test_mixed_adam_is_16_bytes_per_param() -> None:
     """Catches a wrong K: mixed-precision Adam is 2 + 2 + 12 bytes per parameter (ZeRO 3.1)."""
     assert model_state_bytes(1000) == states(2000, 2000, 12000)
@@ -35,18 +36,21 @@ def test_mixed_adam_is_16_bytes_per_param() -> None:
 
 
 @pytest.mark.lab01
+@pytest.mark.task("lab01.1")
 def test_fp32_grad_buffer_recipe_is_20_bytes_per_param() -> None:
     """Catches forgetting the fp32 gradient accumulation buffer (it is gradient memory)."""
     assert model_state_bytes(1000, recipe="mixed_fp32_grads") == states(2000, 6000, 12000)
 
 
 @pytest.mark.lab01
+@pytest.mark.task("lab01.1")
 def test_fp32_recipe_has_no_master_copy() -> None:
     """Catches counting an fp32 master copy when the params already are fp32: 4 + 4 + 8."""
     assert model_state_bytes(1000, recipe="fp32") == states(4000, 4000, 8000)
 
 
 @pytest.mark.lab01
+@pytest.mark.task("lab01.1")
 @pytest.mark.parametrize(
     ("recipe", "optimizer", "optim_bytes"),
     [("mixed", "sgd", 4), ("mixed", "sgd_momentum", 8), ("fp32", "sgd", 0),
@@ -60,6 +64,7 @@ def test_sgd_optimizer_states(recipe: str, optimizer: str, optim_bytes: int) -> 
 
 
 @pytest.mark.lab01
+@pytest.mark.task("lab01.1")
 def test_bytes_per_param_table() -> None:
     """Catches a recipe table that disagrees with model_state_bytes at one parameter."""
     for recipe, total in (("mixed", 16), ("mixed_fp32_grads", 20), ("fp32", 16)):
@@ -70,6 +75,7 @@ def test_bytes_per_param_table() -> None:
 
 
 @pytest.mark.lab01
+@pytest.mark.task("lab01.1")
 def test_zero_stages_per_rank_formulas() -> None:
     """Catches sharding the wrong states per stage: 4P+12P/N, 2P+14P/N, 16P/N (ZeRO section 5)."""
     n = 64
@@ -83,6 +89,7 @@ def test_zero_stages_per_rank_formulas() -> None:
 
 
 @pytest.mark.lab01
+@pytest.mark.task("lab01.1")
 def test_zero_uneven_count_rounds_shard_up() -> None:
     """Catches floor division: 10 params over 4 ranks is a padded shard of 3 on every rank."""
     assert model_state_bytes(10, zero_stage=1, dp=4) == states(20, 20, 36)
@@ -91,6 +98,7 @@ def test_zero_uneven_count_rounds_shard_up() -> None:
 
 
 @pytest.mark.lab01
+@pytest.mark.task("lab01.1")
 def test_offload_moves_optimizer_states_to_cpu() -> None:
     """Catches offload leaving the fp32 states on the device, or dropping them from the books."""
     assert model_state_bytes(1000, offload=True) == states(2000, 2000, 0, offloaded=12000)
@@ -119,6 +127,7 @@ GPT3 = dict(seq_len=2048, hidden=12288, heads=96, layers=96)  # GPT-3 175B, Kort
 
 
 @pytest.mark.lab01
+@pytest.mark.task("lab01.2")
 def test_gpt3_activations_rival_its_parameters() -> None:
     """Catches a wrong coefficient: GPT-3 at b=1 stores 275.4 GB, 79% of its 350 GB of 16-bit
     params. Per layer 34*2048*12288 + 5*96*2048^2 = 855,638,016 + 2,013,265,920 bytes."""
@@ -129,6 +138,7 @@ def test_gpt3_activations_rival_its_parameters() -> None:
 
 
 @pytest.mark.lab01
+@pytest.mark.task("lab01.2")
 def test_tensor_and_sequence_parallel_forms() -> None:
     """Catches dividing the replicated 10sbh by t without sequence parallelism (Table 2)."""
     s, b, h, a, t = 2048, 1, 12288, 96, 8
@@ -144,6 +154,7 @@ def test_tensor_and_sequence_parallel_forms() -> None:
 
 
 @pytest.mark.lab01
+@pytest.mark.task("lab01.2")
 def test_selective_and_full_recompute() -> None:
     """Catches selective recompute keeping the as^2b attention scores, or full keeping more than
     the layer input: selective + sp = 34sbh/t, full = 2sbh (2sbh/t with sp)."""
@@ -176,6 +187,7 @@ TINY = LlamaConfig.from_preset("tiny")  # V=256, h=64, L=2, H=4, kv=32, f=176, d
 
 
 @pytest.mark.lab01
+@pytest.mark.task("lab01.2")
 def test_llama_estimate_hand_count() -> None:
     """Catches a missing or doubled term, on numbers counted by hand for b=2, s=8, fp32 (p=4):
     per block 4(8*1024 + 2*16*32 + 4*16*176 + 2*16) + 4*16*4 = 82,304; rope 4*2*8*16 = 1,024;
@@ -186,6 +198,7 @@ def test_llama_estimate_hand_count() -> None:
 
 
 @pytest.mark.lab01
+@pytest.mark.task("lab01.2")
 def test_llama_recompute_policies() -> None:
     """Catches selective recompute dropping more than the fused attention's fp32 logsumexp
     (4bHs), or full recompute keeping more than each block's input (p bsh)."""

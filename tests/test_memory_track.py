@@ -33,6 +33,7 @@ def total(sample: dict[str, int]) -> int:
 
 
 @pytest.mark.lab01
+@pytest.mark.task("lab01.3")
 def test_toy_mlp_exact_bytes() -> None:
     """Catches wrong categories or double counting, on bytes counted by hand (batch 4, fp32):
     forward saves ReLU's output (4x32) and returns y (4x8); the input x (4x16) is "other";
@@ -55,6 +56,7 @@ def test_toy_mlp_exact_bytes() -> None:
 
 
 @pytest.mark.lab01
+@pytest.mark.task("lab01.3")
 def test_peak_is_the_breakdown_at_the_peak() -> None:
     """Catches reporting per-category maxima (which never coexisted) instead of one moment."""
     model = mlp()
@@ -71,6 +73,7 @@ def test_peak_is_the_breakdown_at_the_peak() -> None:
 
 
 @pytest.mark.lab01
+@pytest.mark.task("lab01.3")
 def test_timeline_is_ordered_and_labelled() -> None:
     """Catches a timeline that cannot be plotted: indices must not go back, phases in order."""
     model = mlp()
@@ -84,6 +87,7 @@ def test_timeline_is_ordered_and_labelled() -> None:
 
 
 @pytest.mark.lab01
+@pytest.mark.task("lab01.3")
 def test_views_count_once_and_dead_storages_leave() -> None:
     """Catches counting each view as new memory, and leaks: bytes must fall when tensors die."""
     with MemoryTracker() as tracker, torch.no_grad():
@@ -103,6 +107,7 @@ def test_views_count_once_and_dead_storages_leave() -> None:
 
 
 @pytest.mark.lab01
+@pytest.mark.task("lab01.3")
 def test_storage_resized_in_place_is_remeasured() -> None:
     """Catches counting a parameter that ZeRO-3 freed with ``untyped_storage().resize_(0)``."""
     model = nn.Linear(10, 10)
@@ -114,6 +119,7 @@ def test_storage_resized_in_place_is_remeasured() -> None:
 
 
 @pytest.mark.lab01
+@pytest.mark.task("lab01.3")
 def test_existing_states_counted_on_enter() -> None:
     """Catches a tracker that only sees tensors made after it starts: grads and Adam states from
     an earlier step exist before the ``with`` and must be counted."""
@@ -128,6 +134,7 @@ def test_existing_states_counted_on_enter() -> None:
 
 
 @pytest.mark.lab01
+@pytest.mark.task("lab01.3")
 def test_matches_torch_memtracker() -> None:
     """Catches any disagreement with PyTorch's own (private) tracker on params, grads and
     optimizer states after a step."""
@@ -166,6 +173,7 @@ def tiny_step(recompute: str = "none", batch: int = 4, seq: int = 64) -> dict:
 
 
 @pytest.mark.lab01
+@pytest.mark.task("lab01.3")
 @pytest.mark.parametrize("recompute", ["none", "selective", "full"])
 def test_tiny_llama_activations_match_estimate(recompute: str) -> None:
     """Catches a Llama estimate that misses what the model saves (within 5%; it is exact for the
@@ -177,6 +185,7 @@ def test_tiny_llama_activations_match_estimate(recompute: str) -> None:
 
 
 @pytest.mark.lab01
+@pytest.mark.task("lab01.3")
 def test_tiny_llama_model_states_match_closed_form() -> None:
     """Catches measured model states that disagree with 4 + 4 + 8 bytes/param (fp32 + Adam);
     Adam's per-tensor step counters (4 bytes each) are the only extra."""
@@ -192,6 +201,7 @@ SMALL = LlamaConfig("small", 32000, 512, 4, 8, 4, 1376, 2048, 1e-5, 10000.0)
 
 
 @pytest.mark.lab01
+@pytest.mark.task("lab01.3")
 @pytest.mark.parametrize(("dtype", "nbytes"), [(torch.float32, 4), (torch.bfloat16, 2)])
 def test_fake_measurement_equals_closed_form(dtype: torch.dtype, nbytes: int) -> None:
     """Catches a tracker that breaks on fake tensors: model states of a 4-layer, h=512 Llama and
@@ -206,6 +216,7 @@ def test_fake_measurement_equals_closed_form(dtype: torch.dtype, nbytes: int) ->
 
 
 @pytest.mark.lab01
+@pytest.mark.task("lab01.3")
 def test_fake_recompute_policies() -> None:
     """Catches checkpointing that does not reduce stored activations as the estimate says."""
     for recompute in ("selective", "full"):
@@ -216,6 +227,7 @@ def test_fake_recompute_policies() -> None:
 
 
 @pytest.mark.lab01
+@pytest.mark.task("lab01.3")
 def test_fake_llama_2_7b_is_16_bytes_per_param() -> None:
     """Catches a measurement that cannot reach real sizes: one fp32 + Adam step of Llama-2-7B on
     fake tensors holds 16 bytes/param of model states (plus 291 four-byte step counters)."""
@@ -240,6 +252,7 @@ def test_tracker_validation() -> None:
 
 @pytest.mark.gpu
 @pytest.mark.lab01
+@pytest.mark.task("lab01.3")
 def test_cuda_tracker_matches_allocator() -> None:
     """Catches a tracker blind to CUDA tensors: on a GPU, the growth of the tracked total to its
     peak is within 5% of the growth of ``torch.cuda.max_memory_allocated`` (the allocator rounds

@@ -77,6 +77,7 @@ def megatron_interleaved(p: int, m: int, v: int) -> list[list[Action]]:
 
 # -- lab09.1: a stage, on the given GPipe schedule ---------------------------------------------
 @pytest.mark.lab09
+@pytest.mark.task("lab09.1")
 @pytest.mark.parametrize(("pp", "m"), [(2, 4), (4, 3)])
 def test_gpipe_stage_matches_one_process(pp, m):
     """Catches a stage that loses the graph between ranks (input not a leaf with requires_grad),
@@ -88,6 +89,7 @@ def test_gpipe_stage_matches_one_process(pp, m):
 
 
 @pytest.mark.lab09
+@pytest.mark.task("lab09.1")
 def test_loss_is_divided_by_the_number_of_micro_batches():
     """Catches the missing 1/m: with m = 4 the last stage's losses sum to the step's mean loss
     (not 4 times it) and the gradients equal the reference's (not 4 times them)."""
@@ -100,6 +102,7 @@ def test_loss_is_divided_by_the_number_of_micro_batches():
 
 
 @pytest.mark.lab09
+@pytest.mark.task("lab09.1")
 @pytest.mark.parametrize(("pp", "m"), [(2, 3), (4, 2)])
 def test_gpipe_keeps_every_micro_batch_alive(pp, m):
     """Catches a stage that does not keep (or never frees) its activations: under GPipe the
@@ -110,6 +113,7 @@ def test_gpipe_keeps_every_micro_batch_alive(pp, m):
 
 
 @pytest.mark.lab09
+@pytest.mark.task("lab09.1")
 def test_p2p_bytes_are_bsh_per_boundary_per_micro_batch_each_way():
     """Catches activations sent to the previous rank or gradients to the next, extra messages
     (the token ids, the loss, a second copy) or missing ones: counted bytes per peer equal
@@ -136,6 +140,7 @@ def _starved(rank: int, world_size: int) -> str:
 
 
 @pytest.mark.lab09
+@pytest.mark.task("lab09.1")
 def test_a_missing_activation_times_out_naming_the_stage():
     """Catches a receive that waits forever: a stage whose activation never comes raises a
     timeout naming the stage and what it waited for, within seconds."""
@@ -146,6 +151,7 @@ def test_a_missing_activation_times_out_naming_the_stage():
 
 # -- lab09.2: 1F1B and interleaved 1F1B action lists, on the runtime ----------------------------
 @pytest.mark.lab09
+@pytest.mark.task("lab09.2")
 @pytest.mark.parametrize(("kind", "pp", "m", "v"),
                          [("1f1b", 2, 3, 1), ("1f1b", 4, 6, 1), ("1f1b", 4, 2, 1),
                           ("interleaved", 2, 4, 2), ("interleaved", 4, 4, 2)])  # fmt: skip
@@ -157,6 +163,7 @@ def test_schedule_matches_one_process(kind, pp, m, v):
 
 
 @pytest.mark.lab09
+@pytest.mark.task("lab09.2")
 @pytest.mark.parametrize(("pp", "m"), [(4, 8), (4, 2), (2, 1)])
 def test_1f1b_lists_and_measured_peak(pp, m):
     """Catches a warm-up off by one (p - r forwards, or p - r - 2): the lists equal 1F1B's
@@ -169,6 +176,7 @@ def test_1f1b_lists_and_measured_peak(pp, m):
 
 
 @pytest.mark.lab09
+@pytest.mark.task("lab09.2")
 @pytest.mark.parametrize(("pp", "m", "v"), [(2, 4, 2), (4, 8, 2), (2, 2, 3), (4, 4, 1)])
 def test_interleaved_lists_are_megatrons(pp, m, v):
     """Catches chunks visited in the wrong order (the backward must run the chunks in reverse),
@@ -178,6 +186,7 @@ def test_interleaved_lists_are_megatrons(pp, m, v):
 
 
 @pytest.mark.lab09
+@pytest.mark.task("lab09.2")
 def test_interleaved_measured_peak():
     """Catches a warm-up that keeps too few or too many chunk-micro-batches alive: the runtime
     measures min(2 (p - r - 1) + (v - 1) p + 1, m v) on rank r, and on the first rank that is
@@ -191,6 +200,7 @@ def test_interleaved_measured_peak():
 
 # -- lab09.3: the simulator, on GPipe and on lists built in this file ----------------------------
 @pytest.mark.lab09
+@pytest.mark.task("lab09.3")
 @pytest.mark.parametrize(
     ("pp", "m", "tf", "tb"), [(4, 8, 1.0, 2.0), (2, 3, 1.5, 2.5), (8, 4, 1.0, 1.0)]
 )
@@ -206,6 +216,7 @@ def test_gpipe_makespan_is_the_bubble_formula(pp, m, tf, tb):
 
 
 @pytest.mark.lab09
+@pytest.mark.task("lab09.3")
 @pytest.mark.parametrize(("pp", "m"), [(4, 8), (4, 2), (3, 7)])
 def test_1f1b_makespan_and_peak_in_the_simulator(pp, m):
     """Catches a simulator that frees activations at the wrong action: on 1F1B lists built
@@ -216,6 +227,7 @@ def test_1f1b_makespan_and_peak_in_the_simulator(pp, m):
 
 
 @pytest.mark.lab09
+@pytest.mark.task("lab09.3")
 @pytest.mark.parametrize(("pp", "m", "v"), [(4, 8, 2), (2, 4, 2), (4, 8, 4), (2, 2, 3)])
 def test_interleaved_makespan_in_the_simulator(pp, m, v):
     """Catches chunks that take the whole t_F (not t_F / v) or a wrong stage of a chunk (c p + r):
@@ -227,6 +239,7 @@ def test_interleaved_makespan_in_the_simulator(pp, m, v):
 
 
 @pytest.mark.lab09
+@pytest.mark.task("lab09.3")
 def test_simulator_times_each_action():
     """Catches a start that waits for the wrong stage: two ranks, one micro-batch, every start
     and end on the clock; and W, when present, takes t_weight out of t_backward."""
@@ -241,6 +254,7 @@ def test_simulator_times_each_action():
 
 
 @pytest.mark.lab09
+@pytest.mark.task("lab09.3")
 def test_simulator_reports_a_deadlock():
     """Catches a simulator that loops forever (or silently skips an action) when the lists wait
     on each other: rank 0 wants B0 before F1, rank 1 wants B1 before F0."""
@@ -252,6 +266,7 @@ def test_simulator_reports_a_deadlock():
 
 # -- lab09.4 (optional): zero-bubble H1 ---------------------------------------------------------
 @pytest.mark.lab09
+@pytest.mark.task("lab09.4")
 @pytest.mark.parametrize(("pp", "m", "tf", "tb", "tw"),
                          [(4, 8, 1, 2, 1), (2, 4, 1, 2, 1), (4, 4, 1, 3, 1), (8, 16, 2, 3, 1)])  # fmt: skip
 def test_zb_h1_makespan_and_memory(pp, m, tf, tb, tw):
@@ -264,6 +279,7 @@ def test_zb_h1_makespan_and_memory(pp, m, tf, tb, tw):
 
 
 @pytest.mark.lab09
+@pytest.mark.task("lab09.4")
 @pytest.mark.parametrize(("pp", "m"), [(2, 4), (4, 5)])
 def test_zb_h1_matches_one_process(pp, m):
     """Catches a weight gradient computed twice or never: the split backward gives one
@@ -272,6 +288,7 @@ def test_zb_h1_matches_one_process(pp, m):
 
 
 @pytest.mark.lab09
+@pytest.mark.task("lab09.3")
 @pytest.mark.parametrize(("pp", "m", "tf", "tb", "tw"),
                          [(4, 8, 1, 2, 1), (2, 4, 1, 2, 1), (4, 12, 1, 1.5, 0.5), (8, 20, 1, 2, 1)])  # fmt: skip
 def test_simulator_runs_dualpipev(pp, m, tf, tb, tw):

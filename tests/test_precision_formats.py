@@ -55,6 +55,7 @@ def random_fp32(n: int, seed: int) -> list[float]:
 
 
 @pytest.mark.lab02
+@pytest.mark.task("lab02.1")
 @pytest.mark.parametrize("name", ["fp8_e4m3", "fp8_e5m2"])
 def test_every_fp8_pattern_decodes_like_torch(name: str) -> None:
     """Catches a wrong bias, a missing implicit 1, subnormals decoded as normals, or E4M3's top
@@ -66,6 +67,7 @@ def test_every_fp8_pattern_decodes_like_torch(name: str) -> None:
 
 
 @pytest.mark.lab02
+@pytest.mark.task("lab02.1")
 @pytest.mark.parametrize("name", ["fp8_e4m3", "fp8_e5m2"])
 def test_every_fp8_value_encodes_back_to_its_pattern(name: str) -> None:
     """Catches an encoder that loses the sign of -0, mis-rounds exact values, or misplaces the
@@ -79,6 +81,7 @@ def test_every_fp8_value_encodes_back_to_its_pattern(name: str) -> None:
 
 
 @pytest.mark.lab02
+@pytest.mark.task("lab02.1")
 @pytest.mark.parametrize("name", ["fp16", "bf16"])
 def test_random_16bit_patterns_decode_like_torch(name: str) -> None:
     """Catches decoding errors outside fp8's few binades: bf16's 8-bit exponent, fp16's
@@ -92,6 +95,7 @@ def test_random_16bit_patterns_decode_like_torch(name: str) -> None:
 
 
 @pytest.mark.lab02
+@pytest.mark.task("lab02.1")
 @pytest.mark.parametrize("name", TORCH_FORMATS)
 def test_encode_rounds_like_torch_casts(name: str) -> None:
     """Catches truncation instead of round-to-nearest-even, ties broken away from zero, a wrong
@@ -109,6 +113,7 @@ def test_encode_rounds_like_torch_casts(name: str) -> None:
 
 
 @pytest.mark.lab02
+@pytest.mark.task("lab02.1")
 def test_fp32_and_tf32_round_trip() -> None:
     """Catches an encoder or decoder that only works for the formats torch can check: fp32
     patterns decode to themselves, and tf32 keeps fp32's exponent with 10 mantissa bits."""
@@ -123,6 +128,7 @@ def test_fp32_and_tf32_round_trip() -> None:
 
 
 @pytest.mark.lab02
+@pytest.mark.task("lab02.1")
 @pytest.mark.parametrize("name", TORCH_FORMATS + ["fp32"])
 def test_format_range_agrees_with_finfo(name: str) -> None:
     """Catches a decoder whose largest value, smallest normal or epsilon disagrees with

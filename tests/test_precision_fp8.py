@@ -33,6 +33,7 @@ def reference(x: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.
 
 
 @pytest.mark.lab02
+@pytest.mark.task("lab02.4")
 @pytest.mark.parametrize("dtype", [E4M3, E5M2])
 def test_per_tensor_scale_maps_amax_to_the_format_max(dtype: torch.dtype) -> None:
     """Catches a scale upside down (x * amax), the wrong maximum (e.g. 240 or 256 for E4M3), or
@@ -53,6 +54,7 @@ def test_per_tensor_scale_maps_amax_to_the_format_max(dtype: torch.dtype) -> Non
 
 
 @pytest.mark.lab02
+@pytest.mark.task("lab02.4")
 @pytest.mark.parametrize(("block", "shape"), [((1, 128), (8, 256)), ((128, 128), (256, 384)),
                                               ((2, 4), (6, 8))])  # fmt: skip
 def test_blockwise_is_per_tensor_applied_to_every_block(block: tuple, shape: tuple) -> None:
@@ -75,6 +77,7 @@ def test_blockwise_is_per_tensor_applied_to_every_block(block: tuple, shape: tup
 
 
 @pytest.mark.lab02
+@pytest.mark.task("lab02.4")
 def test_all_zero_blocks_get_scale_one() -> None:
     """Catches 0 / 0 = NaN for a block (or tensor) of zeros, common after ReLU or padding."""
     x = torch.zeros(4, 256)
@@ -87,6 +90,7 @@ def test_all_zero_blocks_get_scale_one() -> None:
 
 
 @pytest.mark.lab02
+@pytest.mark.task("lab02.4")
 def test_block_scaling_beats_per_tensor_with_outliers() -> None:
     """Catches block scaling that is secretly per tensor: with a few entries 1e5 times the
     others, one scale pushes ordinary values into fp8's subnormals (rows lose ~10 % and more),

@@ -41,6 +41,7 @@ def run(scaler: object) -> list[tuple[float, bool, list[float]]]:
 
 
 @pytest.mark.lab02
+@pytest.mark.task("lab02.2")
 @pytest.mark.parametrize(
     "kwargs",
     [dict(init_scale=16.0, growth_interval=2), dict(init_scale=2.0**16, growth_interval=3),
@@ -59,6 +60,7 @@ def test_matches_grad_scaler_step_for_step(kwargs: dict) -> None:
 
 
 @pytest.mark.lab02
+@pytest.mark.task("lab02.2")
 def test_unscale_reports_inf_and_nan_and_divides_by_the_scale() -> None:
     """Catches an unscale that divides by the wrong factor or only checks the first gradient."""
     scaler = DynamicLossScaler(init_scale=8.0)
@@ -70,6 +72,7 @@ def test_unscale_reports_inf_and_nan_and_divides_by_the_scale() -> None:
 
 
 @pytest.mark.lab02
+@pytest.mark.task("lab02.2")
 def test_growth_stops_before_fp32_overflow() -> None:
     """Catches a scale that grows to inf: GradScaler keeps S finite in fp32."""
     scaler = DynamicLossScaler(init_scale=2.0**127, growth_interval=1)

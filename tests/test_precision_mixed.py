@@ -34,6 +34,7 @@ def grads(step: int, dtype: torch.dtype, scale: float = 1.0) -> list[torch.Tenso
 
 
 @pytest.mark.lab02
+@pytest.mark.task("lab02.3")
 def test_fp32_params_match_plain_adam_exactly() -> None:
     """Catches any deviation from the inner optimizer's math (double unscaling, a stale master,
     updating the 16-bit copy instead of the master): with fp32 parameters and no loss scaler the
@@ -51,6 +52,7 @@ def test_fp32_params_match_plain_adam_exactly() -> None:
 
 
 @pytest.mark.lab02
+@pytest.mark.task("lab02.3")
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
 def test_masters_follow_fp32_adam_and_params_are_masters_rounded(dtype: torch.dtype) -> None:
     """Catches updating in 16 bits (small updates vanish), a missing copy back, or masters
@@ -73,6 +75,7 @@ def test_masters_follow_fp32_adam_and_params_are_masters_rounded(dtype: torch.dt
 
 
 @pytest.mark.lab02
+@pytest.mark.task("lab02.3")
 def test_loss_scaler_unscales_in_fp32_and_skips_overflow() -> None:
     """Catches unscaling in fp16 (1/S pushes small gradients back into the subnormals, where
     they lose their low bits), stepping on an inf, or a scaler that is never updated."""
@@ -96,6 +99,7 @@ def test_loss_scaler_unscales_in_fp32_and_skips_overflow() -> None:
 
 
 @pytest.mark.lab02
+@pytest.mark.task("lab02.3")
 def test_clipping_uses_the_unscaled_fp32_gradients() -> None:
     """Catches clipping the scaled gradients (the norm would be S times too large) or clipping
     the 16-bit copies: the result must equal clip_grad_norm_ + Adam on fp32."""
@@ -115,6 +119,7 @@ def test_clipping_uses_the_unscaled_fp32_gradients() -> None:
 
 
 @pytest.mark.lab02
+@pytest.mark.task("lab02.3")
 def test_fp32_grad_buffer_accumulates_micro_batches_in_fp32() -> None:
     """Catches accumulating micro-batch gradients in 16 bits: with fp32_grads the buffer holds
     the fp32 sum of the 16-bit gradients, which fp16 itself would round."""
@@ -153,6 +158,7 @@ def run_tiny(recipe: str) -> tuple[dict[str, int], int]:
 
 
 @pytest.mark.lab02
+@pytest.mark.task("lab02.3")
 @pytest.mark.parametrize("fp32_grads", [False, True])
 def test_state_bytes_are_16_or_20_per_param(fp32_grads: bool) -> None:
     """Catches Adam states or masters kept in 16 bits, masters aliasing the 16-bit weights, or
@@ -203,6 +209,7 @@ def test_tracker_sees_the_recipes_as_the_estimator_counts_them() -> None:
 
 
 @pytest.mark.lab02
+@pytest.mark.task("lab02.3")
 @pytest.mark.slow
 def test_mixed_fp16_training_tracks_fp32() -> None:
     """Catches a wrapper that trains but drifts (e.g. loses small updates or mis-scales): over 12

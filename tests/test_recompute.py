@@ -73,6 +73,7 @@ def assert_same_step(model: nn.Module, policy: str, batch: tuple) -> list[str]:
 
 # -- lab03.1: the autograd.Function ---------------------------------------------------------
 @pytest.mark.lab03
+@pytest.mark.task("lab03.1")
 def test_checkpointed_block_has_identical_output_and_gradients() -> None:
     """Catches a backward that returns the wrong input gradient, drops the parameters' gradients
     (forgot to backpropagate through the recomputed graph) or recomputes with other inputs."""
@@ -99,6 +100,7 @@ def test_checkpointed_block_has_identical_output_and_gradients() -> None:
 
 
 @pytest.mark.lab03
+@pytest.mark.task("lab03.1")
 def test_checkpoint_stores_only_its_inputs() -> None:
     """Catches a forward that records the inside (no torch.no_grad): a 4-layer MLP then keeps
     every hidden activation. Checkpointed, the forward leaves alive only its output."""
@@ -124,6 +126,7 @@ def test_checkpoint_stores_only_its_inputs() -> None:
 
 
 @pytest.mark.lab03
+@pytest.mark.task("lab03.1")
 def test_backward_reruns_the_forward_exactly_once() -> None:
     """Catches a backward that never recomputes (gradients from stale state) or recomputes
     more than once."""
@@ -143,6 +146,7 @@ def test_backward_reruns_the_forward_exactly_once() -> None:
 
 
 @pytest.mark.lab03
+@pytest.mark.task("lab03.1")
 def test_dropout_masks_are_replayed_in_the_recomputation() -> None:
     """Catches a recomputation that draws new dropout masks (RNG state not restored): its
     gradients would belong to another network than the forward's."""
@@ -163,6 +167,7 @@ def test_dropout_masks_are_replayed_in_the_recomputation() -> None:
 
 
 @pytest.mark.lab03
+@pytest.mark.task("lab03.1")
 def test_the_callers_random_stream_is_not_disturbed() -> None:
     """Catches restoring the saved RNG state without forking: the caller's generator would be
     rewound, and the next dropout mask after backward would repeat an old one."""
@@ -185,6 +190,7 @@ def test_the_callers_random_stream_is_not_disturbed() -> None:
 
 
 @pytest.mark.lab03
+@pytest.mark.task("lab03.1")
 def test_several_outputs_and_non_tensor_arguments() -> None:
     """Catches a Function that only handles one tensor in and one out: mixed arguments (a float,
     a tensor without grad) and a tuple of outputs of which only one is used."""
@@ -211,6 +217,7 @@ def test_several_outputs_and_non_tensor_arguments() -> None:
 
 
 @pytest.mark.lab03
+@pytest.mark.task("lab03.1")
 def test_recomputation_runs_under_the_callers_autocast() -> None:
     """Catches a recomputation outside the forward's autocast: backward runs outside the
     caller's ``torch.autocast`` block, so it would recompute in fp32 and backpropagate through
@@ -243,6 +250,7 @@ def test_checkpoint_input_validation() -> None:
 
 # -- lab03.2: full recomputation ------------------------------------------------------------
 @pytest.mark.lab03
+@pytest.mark.task("lab03.2")
 def test_full_policy_wraps_every_block_and_keeps_gradients() -> None:
     """Catches wrapping the wrong modules, or a wrapper that changes the loss or a gradient."""
     torch.manual_seed(0)
@@ -254,6 +262,7 @@ def test_full_policy_wraps_every_block_and_keeps_gradients() -> None:
 
 
 @pytest.mark.lab03
+@pytest.mark.task("lab03.2")
 def test_full_recomputation_stores_the_block_inputs_only() -> None:
     """Catches a wrapper that does not checkpoint (stores everything) or stores extra copies:
     the stored bytes must equal the closed form, and torch's checkpoint, to the byte."""
@@ -266,6 +275,7 @@ def test_full_recomputation_stores_the_block_inputs_only() -> None:
 
 
 @pytest.mark.lab03
+@pytest.mark.task("lab03.2")
 def test_each_block_runs_its_forward_twice_per_step() -> None:
     """Catches a policy applied to the model but not used (no recomputation in backward)."""
     torch.manual_seed(0)
@@ -282,6 +292,7 @@ def test_each_block_runs_its_forward_twice_per_step() -> None:
 
 
 @pytest.mark.lab03
+@pytest.mark.task("lab03.2")
 def test_custom_policy_and_removal() -> None:
     """Catches wrapping a module inside one already wrapped (its forward would run three
     times), and a removal that leaves a wrapper behind."""
@@ -312,6 +323,7 @@ def test_policy_validation() -> None:
 
 # -- lab03.3: selective recomputation -------------------------------------------------------
 @pytest.mark.lab03
+@pytest.mark.task("lab03.3")
 def test_selective_policy_wraps_only_the_attention_cores() -> None:
     """Catches a selective policy that wraps whole blocks or attention with its projections."""
     assert selective_policy("layers.0.attn.core", AttentionCore())
@@ -324,6 +336,7 @@ def test_selective_policy_wraps_only_the_attention_cores() -> None:
 
 
 @pytest.mark.lab03
+@pytest.mark.task("lab03.3")
 def test_selective_removes_exactly_the_attention_matrices() -> None:
     """Catches a selective policy that keeps the (s x s) probabilities of unfused attention, or
     that recomputes more than the core: stored bytes must match the closed forms exactly."""

@@ -72,12 +72,15 @@ def test_grader_scores_and_writes_gradescope_json(tmp_path: Path) -> None:
             import pytest
 
             @pytest.mark.lab07
+            @pytest.mark.task("lab07.1")
             def test_pass(): pass
 
             @pytest.mark.lab07
+            @pytest.mark.task("lab07.1")
             def test_fail(): raise NotImplementedError("lab07.1: do it")
 
             @pytest.mark.lab08
+            @pytest.mark.task("lab08.1")
             @pytest.mark.skip(reason="needs a GPU")
             def test_gpu(): pass
 
@@ -95,6 +98,15 @@ def test_grader_scores_and_writes_gradescope_json(tmp_path: Path) -> None:
     assert report["score"] == 1
     assert sum(t["max_score"] for t in report["tests"]) == 2  # the GPU test is not held against
     assert "lab07" in report["output"] and "1/2" in report["output"]
+    assert "lab07.1" in report["output"] and {t["number"] for t in report["tests"]} == {
+        "lab07.1",
+        "lab08.1",
+    }
+    for t in report["tests"]:  # Gradescope's fields, with their types
+        assert isinstance(t["name"], str) and isinstance(t["output"], str)
+        assert isinstance(t["score"], int) and isinstance(t["max_score"], int)
+        assert t["status"] in ("passed", "failed") and t["visibility"] == "visible"
+    assert isinstance(report["score"], int) and isinstance(report["execution_time"], int)
 
 
 @pytest.fixture(scope="module")
@@ -109,6 +121,7 @@ def test_release_has_no_solutions_left(release: tuple[Path, dict]) -> None:
     dest, counts = release
     assert counts, "no solution blocks found in the instructor source"
     assert (dest / MARKER_FILE).exists()
+    assert not (dest / "tests" / "test_mutants.py").exists(), "the mutants hold near-solutions"
     for path in (dest / "minitorch_dist").rglob("*.py"):
         if path.name == "release.py":
             continue  # the tool's docstring shows the markers

@@ -70,6 +70,7 @@ def _f_and_g(rank: int, world_size: int) -> dict:
 
 
 @pytest.mark.lab07
+@pytest.mark.task("lab07.1")
 @pytest.mark.parametrize("tp", [2, 4])
 def test_f_identity_forward_all_reduce_backward_and_g_the_reverse(tp):
     """Catches f's backward without the all-reduce (x.grad = this rank's part only), g's forward
@@ -114,6 +115,7 @@ def _mlp(rank: int, world_size: int) -> dict:
 
 
 @pytest.mark.lab07
+@pytest.mark.task("lab07.2")
 @pytest.mark.parametrize("tp", [2, 4])
 def test_column_then_row_parallel_mlp_equals_the_full_layers(tp):
     """Catches interleaved instead of contiguous slices, the row bias added on every rank (t
@@ -126,6 +128,7 @@ def test_column_then_row_parallel_mlp_equals_the_full_layers(tp):
 
 # -- lab07.3: the tiny Llama, tensor-parallel ------------------------------------------------
 @pytest.mark.lab07
+@pytest.mark.task("lab07.3")
 @pytest.mark.parametrize("tp,config", [(2, None), (4, None), (4, MHA)],
                          ids=["t2", "t4-kv-copies", "t4-kv-split"])  # fmt: skip
 def test_tensor_parallel_llama_matches_the_reference(tp, config):
@@ -138,6 +141,7 @@ def test_tensor_parallel_llama_matches_the_reference(tp, config):
 
 
 @pytest.mark.lab07
+@pytest.mark.task("lab07.3")
 @pytest.mark.parametrize("tp", [2, 4])
 def test_counted_bytes_per_layer_equal_tp_comm_bytes(tp):
     """8 b s h (t-1)/t elements per layer and micro-batch (4 all-reduces), exactly; 12 with full
@@ -155,6 +159,7 @@ def test_counted_bytes_per_layer_equal_tp_comm_bytes(tp):
 
 
 @pytest.mark.lab07
+@pytest.mark.task("lab07.3")
 def test_stored_activations_per_layer_equal_the_formula_under_tp():
     """What one Block saves for backward on each rank, measured by the memory tracker, equals
     tp_activation_bytes: norms and the linears' shared inputs whole, the rest split by t."""
@@ -195,6 +200,7 @@ def _vocab(rank: int, world_size: int, vocab: int, multiple: int) -> dict:
 
 
 @pytest.mark.lab07
+@pytest.mark.task("lab07.4")
 @pytest.mark.parametrize("tp,vocab,multiple", [(2, 250, 8), (4, 250, 8), (4, 256, 128)],
                          ids=["t2-odd", "t4-odd", "t4-ranks-of-padding"])  # fmt: skip
 def test_vocab_parallel_embedding_and_cross_entropy(tp, vocab, multiple):
@@ -219,6 +225,7 @@ def _head(rank: int, world_size: int) -> tuple:
 
 
 @pytest.mark.lab07
+@pytest.mark.task("lab07.4")
 def test_vocab_parallel_head_is_the_padded_tables_slice():
     """Rank r's rows of the head padded with zero rows to 256 (catches padding on the wrong
     side, or slicing before padding)."""
@@ -245,6 +252,7 @@ def _sp_functions(rank: int, world_size: int) -> dict:
 
 
 @pytest.mark.lab07
+@pytest.mark.task("lab07.5")
 @pytest.mark.parametrize("tp", [2, 4])
 def test_sequence_parallel_gather_and_reduce_scatter(tp):
     """All-gather forward / reduce-scatter backward, the reverse, and scatter / all-gather, along
@@ -264,6 +272,7 @@ def test_sequence_parallel_gather_and_reduce_scatter(tp):
 
 
 @pytest.mark.lab07
+@pytest.mark.task("lab07.5")
 @pytest.mark.parametrize("tp,config", [(2, None), (4, None), (4, ODD)],
                          ids=["t2", "t4-kv-copies", "t4-odd-vocab"])  # fmt: skip
 def test_sequence_parallel_llama_matches_the_reference(tp, config):
@@ -278,6 +287,7 @@ def test_sequence_parallel_llama_matches_the_reference(tp, config):
 
 
 @pytest.mark.lab07
+@pytest.mark.task("lab07.5")
 def test_sequence_parallel_bytes_and_stored_activations():
     """Under sp: 4 all-gathers and 4 reduce-scatters with the bytes of the 4 all-reduces
     (tp_comm_bytes, exactly; plus the norm weights' all-reduce when the weights train), and the
@@ -293,6 +303,7 @@ def test_sequence_parallel_bytes_and_stored_activations():
 
 
 @pytest.mark.lab07
+@pytest.mark.task("lab07.5")
 def test_megatron_regather_saves_shards_for_two_more_all_gathers():
     """regather=True (Megatron-LM's sequence parallelism): the regions' gathered inputs are saved
     as s/t shards and all-gathered again in backward. Still exact against one process; every

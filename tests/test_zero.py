@@ -23,6 +23,7 @@ from minitorch_dist.comm import CommCounter, collective_bytes
 from minitorch_dist.memory import model_state_bytes
 from minitorch_dist.models import Llama
 from minitorch_dist.models.checkpointing import apply_torch_checkpointing
+from minitorch_dist.reference import make_batches, param_values, scale_mistake
 from minitorch_dist.zero import (
     ZeroStage3,
     build_units,
@@ -35,7 +36,6 @@ from minitorch_dist.zero.train import (
     UNEVEN,
     assert_zero_matches,
     compare_with_reference,
-    make_batches,
     rank_rows,
 )
 
@@ -155,20 +155,30 @@ def test_stage0_baseline_matches_adam(world_size):
 
 
 # -- lab06.1 - lab06.3: every stage equals single-process Adam ---------------------------------
-CASES = [(stage, n, "toy") for stage in (1, 2, 3) for n in (2, 4, 8)]
-CASES += [(stage, n, "llama") for stage in (1, 2, 3) for n in (2, 4)]
+STAGE_TASK = {1: "lab06.1", 2: "lab06.2", 3: "lab06.3"}
+
+
+def _stage(stage: int, *rest):
+    """A parameter set of stage ``stage``, marked with that stage's task."""
+    return pytest.param(stage, *rest, marks=pytest.mark.task(STAGE_TASK[stage]))
+
+
+CASES = [_stage(stage, n, "toy") for stage in (1, 2, 3) for n in (2, 4, 8)]
+CASES += [_stage(stage, n, "llama") for stage in (1, 2, 3) for n in (2, 4)]
 
 
 @pytest.mark.lab06
 @pytest.mark.parametrize(("stage", "world_size", "model"), CASES)
 def test_stage_matches_single_process_adam(stage, world_size, model):
-    """Catches a gradient summed but not averaged, a shard updated from another rank's slice,
-    padding that leaks into the parameters, a tied weight reduced twice, a stale gather."""
+    """Catches a shard updated from another rank's slice, padding that leaks into the
+    parameters, a tied weight reduced twice, a stale gather. (Not a gradient summed but not
+    averaged: Adam is nearly scale-invariant; test_sgd_step_uses_the_rank_averaged_gradient.)"""
     options = TOY if model == "toy" else {}
     _check(compare_with_reference(stage, world_size, **options))
 
 
 @pytest.mark.lab06
+@pytest.mark.task("lab06.3")
 def test_stage3_without_prefetch_and_with_nested_units():
     """Catches prefetching needed for correctness, or units that only work at the top level
     (here each block's attention and MLP are units; the norms fall to the root unit)."""
@@ -183,6 +193,7 @@ def _checkpointed_llama() -> nn.Module:
 
 
 @pytest.mark.lab06
+@pytest.mark.task("lab06.3")
 def test_stage3_survives_activation_checkpointing():
     """Catches a unit freed by its forward pass when recomputation runs it again inside backward
     (the units are each block's attention and MLP, whose forward the recomputation calls)."""
@@ -220,7 +231,7 @@ def _held(rank: int, world_size: int, stage: int, offload: bool) -> dict:
 
 
 @pytest.mark.lab06
-@pytest.mark.parametrize("stage", [1, 2, 3])
+@pytest.mark.parametrize("stage", [_stage(1), _stage(2), _stage(3)])
 def test_rank_holds_what_model_state_bytes_predicts(stage):
     """Catches a stage that keeps a whole copy it should shard (or a shard it should not):
     bytes held after a step, counted from the storages, against the padded shards exactly and
@@ -239,6 +250,7 @@ def test_rank_holds_what_model_state_bytes_predicts(stage):
 
 
 @pytest.mark.lab06
+@pytest.mark.task("lab06.2")
 def test_stage2_frees_whole_gradients_in_backward():
     """Catches ZeRO-2 that keeps the whole gradients until the step (then it saves nothing at
     the peak): after backward no parameter holds a .grad."""
@@ -247,6 +259,7 @@ def test_stage2_frees_whole_gradients_in_backward():
 
 
 @pytest.mark.lab06
+@pytest.mark.task("lab06.3")
 def test_stage3_frees_whole_parameters_after_backward():
     """Catches gathered parameters that are never freed: after backward every unit's full
     buffer is empty and no whole gradient is left."""
@@ -272,6 +285,7 @@ def _prefetch_states(rank: int, world_size: int, prefetch: bool) -> list[str]:
 
 
 @pytest.mark.lab06
+@pytest.mark.task("lab06.3")
 def test_stage3_prefetches_the_next_unit():
     """Catches no prefetching: while a block computes, the next unit's all-gather has already
     been started (with prefetch=False it has not)."""
@@ -297,7 +311,7 @@ def _comm(rank: int, world_size: int, stage: int) -> dict:
 
 
 @pytest.mark.lab06
-@pytest.mark.parametrize("stage", [1, 2, 3])
+@pytest.mark.parametrize("stage", [_stage(1), _stage(2), _stage(3)])
 @pytest.mark.parametrize("world_size", [2, 4, 8])
 def test_bytes_sent_per_step_are_2_or_3_psi(stage, world_size):
     """Catches a stage 1/2 that all-reduces (twice the bytes) or a stage 3 that does not gather
@@ -313,6 +327,7 @@ def test_bytes_sent_per_step_are_2_or_3_psi(stage, world_size):
 
 # -- lab06.4: offload ----------------------------------------------------------------------
 @pytest.mark.lab06
+@pytest.mark.task("lab06.4")
 @pytest.mark.parametrize(("stage", "world_size"), [(1, 2), (2, 4), (2, 8), (3, 4)])
 def test_offload_matches_single_process_adam(stage, world_size):
     """Catches an update that never reaches the device's parameters, or one applied twice."""
@@ -320,6 +335,7 @@ def test_offload_matches_single_process_adam(stage, world_size):
 
 
 @pytest.mark.lab06
+@pytest.mark.task("lab06.4")
 def test_offload_moves_the_optimizer_states_to_cpu_memory():
     """Catches offload that leaves m and v on the device, or forgets the fp32 master copy:
     the device keeps no optimizer bytes; the CPU keeps master, m and v of the shard (12 S)."""
@@ -336,6 +352,7 @@ def test_offload_moves_the_optimizer_states_to_cpu_memory():
 
 # -- the tracker's measurement, the table of the lab, and the predictor ----------------------
 @pytest.mark.lab06
+@pytest.mark.task("lab06.3")  # every stage's table; it needs stage 3 last
 @pytest.mark.slow
 def test_tracker_table_matches_estimator_and_ring_formula():
     """Catches a measurement that drifts from the estimator (> 3 %) or from the exact ring
@@ -391,3 +408,60 @@ def test_predictor_widget_has_an_offload_switch():
     assert widget.values()["offload"] is True
     assert widget.result == predict(**widget.values()) and widget.result["optimizer"] == 0
     assert 'data-category="cpu"' in widget.view.value
+
+
+# -- averaging and accumulation, with a scale-sensitive optimizer ------------------------------
+# Adam hides a gradient N times too large (its update g / sqrt(v) barely changes), so the stage
+# tests above cannot tell a sum from a mean. Here the optimizer is SGD, whose update is lr times
+# the gradient: one step, against one process on the whole batch through the shared harness. A
+# mistake that only rescales the gradient is named by ``scale_mistake``: N times the reference's
+# (summed, not averaged) or, with identical micro-batches, 1/g of it (the gradient shard
+# overwritten with ``copy_`` instead of accumulated with ``add_``).
+LR = 0.1
+
+
+def _initial() -> dict[str, torch.Tensor]:
+    torch.manual_seed(0)  # compare_with_reference's seed: the weights both sides start from
+    return param_values(TiedToy())
+
+
+def _check_sgd(result: dict, world_size: int, grad_acc: int = 1) -> None:
+    """The update (weights after one step minus before) against the reference's, then weights."""
+    start = _initial()
+    ours = {n: w - start[n] for n, w in result["zero"].items()}
+    want = {n: w - start[n] for n, w in result["reference"].items()}
+    mistake = scale_mistake(ours, want, world_size, grad_acc)
+    assert mistake is None, mistake
+    assert_zero_matches(result, atol=ATOL, rtol=RTOL)
+
+
+@pytest.mark.lab06
+@pytest.mark.parametrize("stage", [_stage(1), _stage(2), _stage(3)])
+def test_sgd_step_uses_the_rank_averaged_gradient(stage: int) -> None:
+    """Catches a gradient summed but not averaged over the 4 ranks: with SGD the step would be
+    4 times the reference's (Adam would hide it)."""
+    result = compare_with_reference(stage, 4, steps=1, lr=LR, optimizer_class=torch.optim.SGD,
+                                    **TOY)  # fmt: skip
+    _check_sgd(result, 4)
+
+
+def _repeated_micro_batches(world_size: int, grad_acc: int) -> list:
+    """One global batch in which each rank's grad_acc micro-batches are the same rows."""
+    inputs, targets = make_batches(TOY["vocab"], 2 * world_size, 8, 1)[0]
+    rows = [slice(2 * r, 2 * r + 2) for r in range(world_size)]
+    return [(torch.cat([inputs[s] for s in rows for _ in range(grad_acc)]),
+             torch.cat([targets[s] for s in rows for _ in range(grad_acc)]))]  # fmt: skip
+
+
+@pytest.mark.lab06
+@pytest.mark.parametrize("stage", [_stage(1), _stage(2), _stage(3)])
+def test_micro_batch_gradients_accumulate(stage: int) -> None:
+    """Catches a gradient shard written with copy_ instead of add_ (stages 2 and 3 reduce every
+    micro-batch): with 3 identical micro-batches per step the step would be 1/3 of the
+    reference's. Also an accumulation lost between backward passes at stage 1."""
+    grad_acc = 3
+    result = compare_with_reference(
+        stage, 2, lr=LR, optimizer_class=torch.optim.SGD, grad_acc=grad_acc,
+        batches=_repeated_micro_batches(2, grad_acc), **TOY,
+    )  # fmt: skip
+    _check_sgd(result, 2, grad_acc)

@@ -46,8 +46,8 @@ def _llama() -> nn.Module:
     return Llama(UNEVEN)
 
 
-def _adam(lr: float) -> Callable:
-    return lambda params: torch.optim.Adam(params, lr=lr)
+def _optimizer(optimizer_class: type, lr: float) -> Callable:
+    return lambda params: optimizer_class(params, lr=lr)
 
 
 def _full_parameters(model: nn.Module, opt: Any) -> dict[str, torch.Tensor]:
@@ -56,13 +56,14 @@ def _full_parameters(model: nn.Module, opt: Any) -> dict[str, torch.Tensor]:
 
 def _train_rank(
     rank: int, world_size: int, stage: int, model_fn: Callable, batches: list, lr: float,
-    seed: int, loss_fn: Callable, options: dict,
+    seed: int, loss_fn: Callable, options: dict, optimizer_class: type, grad_acc: int,
 ) -> Run:  # fmt: skip
     torch.manual_seed(seed)  # the same initial model on every rank
     model = model_fn()
-    opt = zero_optimizer(model, stage, lr=lr, **options)
+    opt = zero_optimizer(model, stage, optimizer_class, lr=lr, **options)
     return run_training(model, opt, batches, loss_fn=loss_fn, rank=rank, world_size=world_size,
-                        grads=lambda m, o: {}, weights=_full_parameters)  # fmt: skip
+                        grad_acc=grad_acc, grads=lambda m, o: {},
+                        weights=_full_parameters)  # fmt: skip
 
 
 def compare_with_reference(
@@ -78,6 +79,9 @@ def compare_with_reference(
     seed: int = 0,
     loss_fn: Callable = cross_entropy,
     timeout: float = 120.0,
+    optimizer_class: type[torch.optim.Optimizer] = torch.optim.Adam,
+    grad_acc: int = 1,
+    batches: list | None = None,
     **options: Any,
 ) -> dict[str, Any]:
     """Train ``steps`` steps with ZeRO ``stage`` on ``world_size`` emulated ranks and with the
@@ -85,16 +89,20 @@ def compare_with_reference(
     of :mod:`minitorch_dist.reference`; compare the trainable parameters.
 
     ``options`` go to the ZeRO optimizer (``offload=True``, ``prefetch=False``, ``units=...``).
+    ``optimizer_class`` replaces Adam on both sides (SGD: a scale-sensitive check);
+    ``grad_acc`` micro-batches per step; ``batches`` replaces the synthetic global batches.
     Returns ``max_abs_error`` (over every element), ``worst`` (the parameter where it occurs),
     ``errors`` (per parameter), ``zero`` and ``reference`` (the trained parameters) and the
     losses: ``zero_losses`` (rank 0's local losses), ``reference_losses``; ``runs`` (every
     rank's :class:`~minitorch_dist.reference.Run`) and ``reference_run`` for
     :func:`~minitorch_dist.reference.assert_runs_match`.
     """
-    batches = make_batches(vocab, global_batch, seq_len, steps, seed)
-    ref = reference_run(model_fn, _adam(lr), batches, seed=seed, loss_fn=loss_fn)
+    if batches is None:
+        batches = make_batches(vocab, global_batch, seq_len, steps, seed)
+    ref = reference_run(model_fn, _optimizer(optimizer_class, lr), batches, seed=seed,
+                        loss_fn=loss_fn, grad_acc=grad_acc)  # fmt: skip
     runs = launch(_train_rank, world_size, stage, model_fn, batches, lr, seed, loss_fn,
-                  options, timeout=timeout)  # fmt: skip
+                  options, optimizer_class, grad_acc, timeout=timeout)  # fmt: skip
     result = compare(runs[0].weights, ref.weights)
     return {
         "max_abs_error": result.max_abs_error, "worst": result.worst, "errors": result.errors,

@@ -1,0 +1,243 @@
+"""The grading convention and the grader's behaviour (minitorch_dist/grade.py, tests/conftest.py).
+
+Every graded test names one task of its lab; every task the package asks for is graded; a task
+can be graded alone (``grade --task``, ``pytest --task``); the terminal gets a short table and one
+line per failure while results.json keeps the tracebacks; a collective that cannot complete fails
+a graded test within seconds, and the task's later tests do not wait again.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from minitorch_dist.grade import grade, gradescope_json
+from minitorch_dist.release import MARKER_FILE, strip_solutions
+
+ROOT = Path(__file__).resolve().parent.parent
+instructor_only = pytest.mark.skipif(
+    (ROOT / MARKER_FILE).exists(), reason="needs the reference solutions (instructor's source)"
+)
+
+_COLLECT = """
+import json, pytest
+from minitorch_dist.grade import lab_of, task_of, task_problem
+out = {}
+class Plugin:
+    def pytest_collection_modifyitems(self, items):
+        for i in items:
+            out[i.nodeid] = [lab_of(i), task_of(i), task_problem(i)]
+pytest.main(["tests", "--collect-only", "-q", "-p", "no:cacheprovider"], plugins=[Plugin()])
+print("JSON" + json.dumps(out))
+"""
+
+
+def _env(root: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env["PYTHONPATH"] = str(root)
+    return env
+
+
+@pytest.fixture(scope="module")
+def collected() -> dict[str, list]:
+    """nodeid -> [lab, task, problem] of every test in tests/ (collected in a subprocess)."""
+    run = subprocess.run(
+        [sys.executable, "-c", _COLLECT], cwd=ROOT, env=_env(ROOT),
+        capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    line = [x for x in run.stdout.splitlines() if x.startswith("JSON")]
+    assert line, run.stdout[-3000:] + run.stderr[-3000:]
+    return json.loads(line[-1][4:])
+
+
+def _solution_tasks(root: Path) -> dict[str, str]:
+    """task -> a file of the package holding a ``# BEGIN SOLUTION`` block of it."""
+    tasks = {}
+    for path in sorted((root / "minitorch_dist").rglob("*.py")):
+        if path.name == "release.py":
+            continue  # the tool's docstring shows the markers
+        for task in strip_solutions(path.read_text())[1]:
+            tasks.setdefault(task, str(path.relative_to(root)))
+    return tasks
+
+
+def test_every_graded_test_names_exactly_one_task_of_its_lab(collected: dict) -> None:
+    """Catches a graded test without a task (it would not count in any task's row), with two,
+    or with a task of another lab (``@pytest.mark.lab06`` + ``task("lab05.2")``)."""
+    graded = {k: v for k, v in collected.items() if v[0]}
+    assert len(graded) > 100, "the graded tests were not collected"
+    problems = {k: v[2] for k, v in collected.items() if v[2]}
+    assert not problems, "\n".join(f"{k}: {p}" for k, p in problems.items())
+
+
+@instructor_only
+def test_every_task_of_the_package_has_a_graded_test(collected: dict) -> None:
+    """Catches a task a student writes that no test grades (its stub would score full marks).
+    Notebook exercises (``BEGIN SOLUTION`` in labs/*.ipynb) are checked in the notebook."""
+    asked = _solution_tasks(ROOT)
+    assert {"lab05.1", "lab06.1", "lab09.1"} <= set(asked)
+    graded = {v[1] for v in collected.values() if v[0]}
+    missing = {t: f for t, f in asked.items() if t not in graded}
+    assert not missing, f"tasks with a solution block but no graded test: {missing}"
+
+
+_SYNTHETIC = """
+import pytest
+import torch.distributed as dist
+from minitorch_dist import launch
+
+
+def _stuck(rank, world_size):
+    if rank == 0:
+        dist.barrier()  # rank 1 never joins: the collective cannot complete
+
+
+@pytest.mark.lab07
+@pytest.mark.task("lab07.1")
+def test_a_pass():
+    pass
+
+
+@pytest.mark.lab07
+@pytest.mark.task("lab07.1")
+def test_b_deadlock():
+    launch(_stuck, 2, timeout=120)
+
+
+@pytest.mark.lab07
+@pytest.mark.task("lab07.1")
+def test_c_after_the_deadlock():
+    launch(_stuck, 2, timeout=120)
+
+
+@pytest.mark.lab07
+@pytest.mark.task("lab07.2")
+def test_d_other_task():
+    raise NotImplementedError("lab07.2: do it")
+
+
+@pytest.mark.lab08
+@pytest.mark.task("lab08.1")
+@pytest.mark.parametrize("n", [pytest.param(1, marks=pytest.mark.skip(reason="needs a GPU")), 2])
+def test_e_lab08(n):
+    assert n == 3, "a long " + "x" * 30000 + " message"
+"""
+
+
+@pytest.fixture
+def synthetic(tmp_path: Path) -> Path:
+    """A repository with the real conftest and a few graded tests: passing, deadlocking,
+    failing with a stub, skipped for a GPU, and failing with a huge message."""
+    (tmp_path / "tests").mkdir()
+    shutil.copy(ROOT / "tests" / "conftest.py", tmp_path / "tests" / "conftest.py")
+    (tmp_path / "tests" / "test_synthetic_tasks.py").write_text(textwrap.dedent(_SYNTHETIC))
+    (tmp_path / "pyproject.toml").write_text(
+        '[tool.pytest.ini_options]\nmarkers = ["lab07", "lab08", "task(id)"]\n'
+    )
+    return tmp_path
+
+
+def test_a_deadlocked_task_fails_in_seconds_and_stops_its_other_tests(synthetic: Path) -> None:
+    """Catches a deadlock waiting out the launch's 120 s (twice): the graded collective timeout
+    fails the first test within seconds, naming the stuck rank, and the task's next test fails
+    at once; the other task and lab are graded as usual. The terminal shows the table first and
+    one line per failure; the tracebacks (capped) are in results.json."""
+    start = time.monotonic()
+    run = subprocess.run(
+        [sys.executable, "-m", "minitorch_dist.grade", "--results", "r.json"],
+        cwd=synthetic, env=_env(ROOT), capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    seconds = time.monotonic() - start
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert seconds < 45, f"grading took {seconds:.0f} s"
+    report = json.loads((synthetic / "r.json").read_text())
+    tests = {t["name"].split("::")[-1]: t for t in report["tests"]}
+    assert tests["test_a_pass"]["status"] == "passed"
+    assert "did not finish" in tests["test_b_deadlock"]["output"]
+    assert "each collective within 10 s" in tests["test_b_deadlock"]["output"]
+    assert "rank 0 was stuck at" in tests["test_b_deadlock"]["output"]
+    assert (
+        "not run: lab07.1 deadlocked in test_b_deadlock"
+        in (tests["test_c_after_the_deadlock"]["output"])
+    )
+    assert "lab07.2: do it" in tests["test_d_other_task"]["output"]
+    assert tests["test_e_lab08[1]"]["max_score"] == 0
+    assert 2000 < len(tests["test_e_lab08[2]"]["output"]) < 12_000  # capped, not dropped
+    assert {t["number"] for t in report["tests"]} == {"lab07.1", "lab07.2", "lab08.1"}
+    assert report["score"] == 1 and sum(t["max_score"] for t in report["tests"]) == 5
+    # the terminal: table first (labs, then their tasks), one line per failure, no traceback
+    lines = run.stdout.splitlines()
+    assert lines[0].startswith("lab / task")
+    rows = [re.sub(r"\s+", " ", x).strip() for x in lines[1:7]]
+    assert rows == ["lab07 1 3 0 1/4", "lab07.1 1 2 0 1/3", "lab07.2 0 1 0 0/1",
+                    "lab08 0 1 1 0/1", "lab08.1 0 1 1 0/1", "total 1 4 1 1/5"]  # fmt: skip
+    failures = [x for x in lines if " FAILED " in x]
+    assert len(failures) == 4 and all(len(x) < 400 for x in failures)
+    assert "Traceback" not in run.stdout and "line 1" not in run.stdout
+    assert len(run.stdout) < 3000
+
+
+def test_one_task_alone_with_grade_and_with_plain_pytest(synthetic: Path) -> None:
+    """Catches --task that grades the whole lab (or nothing): both ways run lab07.2 alone."""
+    results = grade(synthetic, tasks=["lab07.2"])
+    assert [r.name.split("::")[-1] for r in results] == ["test_d_other_task"]
+    assert results[0].task == "lab07.2" and "lab07.2: do it" in results[0].reason
+    assert "lab07.2" in gradescope_json(results, 1.0)["output"]
+    run = subprocess.run(
+        [sys.executable, "-m", "pytest", "tests", "-m", "lab07", "--task", "lab07.2", "-q",
+         "-p", "no:cacheprovider"],
+        cwd=synthetic, env=_env(ROOT), capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert "1 failed, 5 deselected" in run.stdout, run.stdout[-2000:]
+    with pytest.raises(ValueError, match="task ids look like"):
+        grade(synthetic, tasks=["lab7.1"])
+
+
+_STUCK = """
+    if rank == n - 1:  # the mistake: this rank waits for a message nobody sends, never sending
+        dist.recv(torch.empty(1), src=dist.get_global_rank(group, 0) if group else 0, tag=99)
+"""
+
+
+@instructor_only
+@pytest.mark.slow
+def test_a_deadlocked_ring_grades_lab05_within_two_minutes(tmp_path: Path) -> None:
+    """Catches a grader that waits out every test's launch timeout (14 tests of 60-120 s: 18
+    minutes) when lab05.1's ring deadlocks: in a copy whose ring_reduce_scatter has one rank
+    that never sends, lab 5 grades in under 2 minutes, lab05.1's tests fail (the first on the
+    collective timeout, the others without running) and lab05.2 and lab05.3 still pass."""
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
+    for name in ("minitorch_dist", "tests"):
+        shutil.copytree(ROOT / name, tmp_path / name, ignore=ignore)
+    shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
+    ring = tmp_path / "minitorch_dist" / "comm" / "ring.py"
+    text = ring.read_text()
+    anchor = "    # BEGIN SOLUTION lab05.1: the reduce-scatter phase of the ring\n"
+    assert anchor in text
+    ring.write_text(text.replace(anchor, anchor + textwrap.dedent(_STUCK).replace("\n", "\n    ")
+                                 .lstrip("\n").rstrip(" ")))  # fmt: skip
+    start = time.monotonic()
+    run = subprocess.run(
+        [sys.executable, "-m", "minitorch_dist.grade", "--labs", "lab05", "--results", "r.json"],
+        cwd=tmp_path, env=_env(tmp_path), capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    seconds = time.monotonic() - start
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    print(f"lab 5 with a deadlocked ring graded in {seconds:.0f} s")
+    assert seconds <= 120, f"grading a deadlocked lab 5 took {seconds:.0f} s"
+    tests = json.loads((tmp_path / "r.json").read_text())["tests"]
+    ring_tests = [t for t in tests if t["number"] == "lab05.1"]
+    assert len(ring_tests) == 14 and all(t["status"] == "failed" for t in ring_tests)
+    assert any("did not finish" in t["output"] for t in ring_tests)
+    assert sum("not run: lab05.1 deadlocked" in t["output"] for t in ring_tests) >= 12
+    others = [t for t in tests if t["number"] != "lab05.1"]
+    assert others and all(t["status"] == "passed" for t in others), "lab05.2/3 use the ring?"

@@ -1,0 +1,169 @@
+"""Mutants: plausible wrong answers to a task, each of which the task's graded tests must catch.
+
+A mutant replaces one function or method of the reference solution with a wrong version (a
+common mistake, written as a student would write it), then grades its task with the real grader
+(``grade(tasks=[task])``, the forked ranks inherit the replacement) and asserts that at least one
+graded test of that task fails with a message naming the mistake, not merely some tolerance.
+
+To add one: write the wrong implementation below (copy the reference body, make the mistake), and
+append a ``Mutant(task, mistake, target, wrong, message)`` to ``MUTANTS``; ``target`` is
+``"module:Class.method"`` or ``"module:function"``, ``message`` a regular expression the failure
+must contain.
+"""
+
+from __future__ import annotations
+
+import importlib
+import re
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import torch
+import torch.distributed as dist
+
+from minitorch_dist.comm import reduce_scatter_tensor
+from minitorch_dist.comm.ring import _exchange
+from minitorch_dist.grade import grade
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@dataclass(frozen=True)
+class Mutant:
+    task: str  # the task whose graded tests must catch it
+    mistake: str  # a short name, the test id
+    target: str  # "module:Class.method" or "module:function" it replaces
+    wrong: Callable  # the wrong implementation
+    message: str  # regex: a failing test's output must name the mistake
+
+
+# -- lab05.1: the ring ----------------------------------------------------------------------------
+def _ring_reduce_scatter(steps_of: Callable, world_size_of: Callable) -> Callable:
+    def ring_reduce_scatter(tensor, group=None) -> None:  # noqa: ANN001
+        rank, n = dist.get_rank(group), world_size_of(group)
+        chunks = tensor.view(-1).tensor_split(n)
+        for step in range(steps_of(n)):
+            out, inc = (rank - step - 1) % n, (rank - step - 2) % n
+            buf = torch.empty_like(chunks[inc])
+            _exchange(chunks[out].contiguous(), buf, group)
+            chunks[inc].add_(buf)
+
+    return ring_reduce_scatter
+
+
+# -- lab05.2: naive data parallelism ------------------------------------------------------------
+def _naive_sync_summed(self) -> None:  # noqa: ANN001
+    if not self._start_sync():
+        return
+    for p in self.params:
+        dist.all_reduce(p.grad, op=dist.ReduceOp.SUM, group=self.group)  # no / world_size
+    self._end_sync()
+
+
+# -- lab05.3: bucketed data parallelism --------------------------------------------------------
+def _bucketed_sync_summed(self) -> None:  # noqa: ANN001
+    if not self._start_sync():
+        return
+    for bucket in self.buckets:
+        bucket.work.wait()  # no / world_size
+        for i, p in enumerate(bucket.params):
+            p.grad = bucket.slot(i)
+        bucket.ready = [False] * len(bucket.params)
+        bucket.work = None
+    self._next = 0
+    self._end_sync()
+
+
+# -- lab06.1: ZeRO-1 ------------------------------------------------------------------------------
+def _stage1_reduce_summed(self) -> None:  # noqa: ANN001
+    for u in self.units:
+        u.collect_grads()
+        lo, hi = u.shard_range(self.rank)
+        reduce_scatter_tensor(u.flat_grad[lo:hi], u.flat_grad, group=self.group)  # no / N
+
+
+# -- lab06.2: ZeRO-2's gradient shard ---------------------------------------------------------
+def _stage2_reduce(average: bool, accumulate: bool) -> Callable:
+    @torch.no_grad()
+    def reduce_unit(self, unit) -> None:  # noqa: ANN001
+        flat = unit.grad_shard.new_zeros(unit.padded_numel)
+        for p, view in zip(unit.params, unit.views(flat)):
+            if p.grad is not None:
+                view.copy_(p.grad)
+                p.grad = None
+        summed = torch.empty_like(unit.grad_shard)
+        reduce_scatter_tensor(summed, flat, group=self.group)
+        if average:
+            summed.div_(self.world_size)
+        if accumulate:
+            unit.grad_shard.add_(summed)
+        else:
+            unit.grad_shard.copy_(summed)  # the last micro-batch overwrites the others
+        unit.ready.clear()
+
+    return reduce_unit
+
+
+SUMMED = r"summed over the ranks, not averaged"
+_GROUP_SIZE = lambda group: dist.get_world_size(group)  # noqa: E731
+MUTANTS = [
+    Mutant("lab05.1", "n-steps", "minitorch_dist.comm.ring:ring_reduce_scatter",
+           _ring_reduce_scatter(lambda n: n, _GROUP_SIZE), r"n steps instead of n - 1"),
+    Mutant("lab05.1", "global-world-size", "minitorch_dist.comm.ring:ring_reduce_scatter",
+           _ring_reduce_scatter(lambda n: n - 1, lambda group: dist.get_world_size()),
+           r"not the global rank or world size"),
+    Mutant("lab05.2", "no-averaging",
+           "minitorch_dist.data_parallel.naive:DataParallelNaive.finish_gradient_synchronization",
+           _naive_sync_summed, SUMMED),
+    Mutant("lab05.3", "no-averaging",
+           "minitorch_dist.data_parallel.bucketed:DataParallelBucket.finish_gradient_synchronization",
+           _bucketed_sync_summed, SUMMED),
+    Mutant("lab06.1", "no-averaging", "minitorch_dist.zero.stage1:ZeroStage1._reduce_gradients",
+           _stage1_reduce_summed, SUMMED),
+    Mutant("lab06.2", "no-averaging", "minitorch_dist.zero.stage2:UnitwiseGradients._reduce_unit",
+           _stage2_reduce(average=False, accumulate=True), SUMMED),
+    Mutant("lab06.2", "copy-not-add", "minitorch_dist.zero.stage2:UnitwiseGradients._reduce_unit",
+           _stage2_reduce(average=True, accumulate=False), r"do not overwrite it \(copy_\)"),
+]  # fmt: skip
+
+
+def _owner(target: str) -> tuple[object, str]:
+    module, _, path = target.partition(":")
+    owner: object = importlib.import_module(module)
+    *parents, name = path.split(".")
+    for parent in parents:
+        owner = getattr(owner, parent)
+    assert hasattr(owner, name), f"{target} does not exist"
+    return owner, name
+
+
+@pytest.mark.parametrize("mutant", MUTANTS, ids=lambda m: f"{m.task}-{m.mistake}")
+def test_the_tasks_graded_tests_catch_the_mutant(
+    mutant: Mutant, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    owner, name = _owner(mutant.target)
+    original = getattr(owner, name)
+    monkeypatch.setattr(owner, name, mutant.wrong)
+    if not isinstance(owner, type):  # a function: also where ``from ... import`` bound it
+        for module in list(sys.modules.values()):
+            if module is not None and getattr(module, name, None) is original:
+                monkeypatch.setattr(module, name, mutant.wrong)
+    results = grade(ROOT, tasks=[mutant.task])
+    assert results and all(r.task == mutant.task for r in results)
+    failed = [r for r in results if r.status == "failed"]
+    assert failed, f"every graded test of {mutant.task} passes with the mutant {mutant.mistake}"
+    named = [r for r in failed if re.search(mutant.message, r.output)]
+    assert named, (
+        f"{len(failed)} tests of {mutant.task} fail, none naming the mistake "
+        f"({mutant.message!r}); their reasons:\n" + "\n".join(r.reason for r in failed)
+    )
+
+
+def test_every_mutant_targets_the_reference_it_replaces() -> None:
+    """Guards the meta-test itself: a renamed method would leave the mutant unused."""
+    for mutant in MUTANTS:
+        owner, name = _owner(mutant.target)
+        assert callable(getattr(owner, name))
