@@ -24,6 +24,7 @@ CP_PP_TP = {"cp": 2, "pp": 2, "tp": 2}
 
 
 @pytest.mark.lab11
+@pytest.mark.task("lab11.1")
 def test_dp_pp_tp_trains_like_one_process():
     """lab11.1. Catches ZeRO's gradient average over the wrong group (WORLD, or dp alone with
     cp), the pipeline's loss not divided by m, a step loss that is not the global mean on every
@@ -37,6 +38,7 @@ def test_dp_pp_tp_trains_like_one_process():
 
 
 @pytest.mark.lab11
+@pytest.mark.task("lab11.1")
 def test_cp_pp_tp_trains_like_one_process():
     """lab11.1. Catches the cp ranks' gradients never averaged (ZeRO-1 over dp alone), RoPE
     positions of the shard instead of the whole sequence, ring attention over the wrong group:
@@ -46,6 +48,7 @@ def test_cp_pp_tp_trains_like_one_process():
 
 
 @pytest.mark.lab11
+@pytest.mark.task("lab11.1")
 @pytest.mark.parametrize("axes", [DP_PP_TP, CP_PP_TP], ids=["dp-pp-tp", "cp-pp-tp"])
 def test_fp32_trains_like_one_process(axes):
     """lab11.1. The same in fp32: losses and norms to TIGHT, weights to FP32_ADAM."""
@@ -54,6 +57,7 @@ def test_fp32_trains_like_one_process(axes):
 
 
 @pytest.mark.lab11
+@pytest.mark.task("lab11.1")
 def test_each_rank_holds_its_stage_its_slice_and_a_zero_shard():
     """lab11.1. Catches TP applied to the whole model instead of the stage, ZeRO over the wrong
     group (a shard of 1/8 or of the whole instead of 1/(dp cp)): each rank holds its stage's

@@ -43,6 +43,7 @@ def _per_layer(**kw: object) -> int:
 
 # -- lab11.2: the fit test ---------------------------------------------------------------------
 @pytest.mark.lab11
+@pytest.mark.task("lab11.2")
 def test_zero_shards_the_optimizer_over_dp():
     """Catches forgetting that ZeRO divides by dp: stage 1 keeps 12 bytes per parameter of a
     1/dp shard, stage 3 shards the 16-bit parameters too."""
@@ -59,6 +60,7 @@ def assert_states(got: dict, **want: int) -> bool:
 
 
 @pytest.mark.lab11
+@pytest.mark.task("lab11.2")
 def test_experts_shard_over_dp_over_ep():
     """Catches sharding the experts' states over all dp ranks: each expert is replicated on only
     dp / ep of them, so its ZeRO shard is 1 / (dp / ep)."""
@@ -70,6 +72,7 @@ def test_experts_shard_over_dp_over_ep():
 
 
 @pytest.mark.lab11
+@pytest.mark.task("lab11.2")
 def test_first_stage_holds_p_micro_batches_last_stage_one():
     """Catches activations of one micro-batch on every stage (1F1B's first stage holds p of
     them), or p on every stage, or a last stage without the loss's log-probabilities."""
@@ -83,6 +86,7 @@ def test_first_stage_holds_p_micro_batches_last_stage_one():
 
 
 @pytest.mark.lab11
+@pytest.mark.task("lab11.2")
 def test_interleaving_and_a_short_batch_change_what_is_in_flight():
     """Catches ignoring interleaving's longer warm-up (1 + (p-1)/(pv) times 1F1B's p on the
     first stage) and holding more micro-batches than the step has."""
@@ -95,6 +99,7 @@ def test_interleaving_and_a_short_batch_change_what_is_in_flight():
 
 
 @pytest.mark.lab11
+@pytest.mark.task("lab11.2")
 def test_tp_sp_and_cp_cut_the_activations():
     """Catches activations not divided by tp (with sp) and cp, and a vocab-parallel head whose
     log-probabilities are not split over tp."""
@@ -106,6 +111,7 @@ def test_tp_sp_and_cp_cut_the_activations():
 
 # -- lab11.2: the cost model -------------------------------------------------------------------
 @pytest.mark.lab11
+@pytest.mark.task("lab11.2")
 def test_compute_time_is_the_steps_flops_over_the_gpus():
     """Catches compute time without the recomputation's FLOPs, or not over every GPU."""
     t = step_time(L8, ONE_NODE, ParallelConfig(dp=8, recompute="full"), seq_len=S, global_batch=B)
@@ -114,6 +120,7 @@ def test_compute_time_is_the_steps_flops_over_the_gpus():
 
 
 @pytest.mark.lab11
+@pytest.mark.task("lab11.2")
 def test_tp_time_counts_t_minus_1_over_t_on_nvlink():
     """Catches TP bytes without the ring's (t - 1) / t (8 b s h instead of 8 b s h 7/8) and TP
     messages without their latency."""
@@ -125,6 +132,7 @@ def test_tp_time_counts_t_minus_1_over_t_on_nvlink():
 
 
 @pytest.mark.lab11
+@pytest.mark.task("lab11.2")
 def test_the_bubble_is_p_minus_1_over_vm_of_the_work():
     """Catches ignoring the pipeline bubble, or the bubble of plain 1F1B under interleaving."""
     for v in (1, 2):
@@ -135,6 +143,7 @@ def test_the_bubble_is_p_minus_1_over_vm_of_the_work():
 
 
 @pytest.mark.lab11
+@pytest.mark.task("lab11.2")
 def test_dp_across_nodes_runs_at_one_ports_share():
     """Catches treating the inter-node link as intra-node: with tp = 8 filling each node, the two
     data-parallel replicas talk through one 400 Gb/s port each (50 GB/s), not NVLink."""
@@ -146,6 +155,7 @@ def test_dp_across_nodes_runs_at_one_ports_share():
 
 
 @pytest.mark.lab11
+@pytest.mark.task("lab11.2")
 def test_pipeline_sends_cross_nodes_when_stages_do():
     """Catches pipeline sends priced at NVLink speed when neighbouring stages sit in different
     nodes (tp = 8 fills a node, so stage 1 is the next node)."""
@@ -162,6 +172,7 @@ def _fake_row(dp: int, total: float, memory: int, reason: str = "") -> Row:
 
 
 @pytest.mark.lab11
+@pytest.mark.task("lab11.3")
 def test_rank_by_time_then_bytes_then_fields_rejected_last():
     """Catches ranking by memory or MFU instead of step time, ties left to input order (so two
     machines disagree), and rejected rows mixed in with those that fit."""
@@ -172,6 +183,7 @@ def test_rank_by_time_then_bytes_then_fields_rejected_last():
 
 
 @pytest.mark.lab11
+@pytest.mark.task("lab11.3")
 def test_choose_returns_the_fastest_fitting_config_and_its_numbers():
     """Catches a choice that is not the fastest configuration that fits, and numbers that do
     not defend it: the runner-up's margin, how many fit, the largest overhead."""
@@ -190,6 +202,7 @@ def test_choose_returns_the_fastest_fitting_config_and_its_numbers():
 
 
 @pytest.mark.lab11
+@pytest.mark.task("lab11.3")
 def test_choose_respects_memory():
     """Catches choosing the fastest configuration whether or not it fits: on 40 GiB GPUs the
     80 GiB choice no longer fits, and the chosen one must."""
