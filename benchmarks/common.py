@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+from pathlib import Path
 
 from minitorch_dist.models import LlamaConfig
 
@@ -50,3 +51,27 @@ def emit(text: str, out: str | None) -> None:
         with open(out, "w") as f:
             f.write(text + "\n")
         print(f"\nwrote {out}")
+
+
+def device_tag(device: str) -> tuple[str, str]:
+    """The device in words and the result-file prefix ``minitorch_dist.results`` knows:
+    ``("NVIDIA H200", "h200")`` on a GPU, ``("x86_64", "cpu")`` on the CPU."""
+    import platform
+
+    if device == "cuda":
+        import torch
+
+        name = torch.cuda.get_device_name()
+        words = name.split()
+        return name, words[1].lower() if len(words) > 1 else "gpu"
+    return platform.processor() or platform.machine(), "cpu"
+
+
+def write_result(text: str, out: str | None, filename: str) -> None:
+    """Print the report and, with ``--out DIR``, also write ``DIR/filename``."""
+    print(text)
+    if out:
+        path = Path(out) / filename
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+        print(f"wrote {path}")

@@ -21,13 +21,12 @@ layouts, measured and counted.
 from __future__ import annotations
 
 import argparse
-import platform
 import statistics
 import time
-from pathlib import Path
 
 import torch
 import torch.nn.functional as F
+from common import device_tag, write_result
 
 from minitorch_dist.context_parallel.layout import chunk_ids
 
@@ -101,11 +100,7 @@ def main() -> None:
         counted = [blocks(r, args.cp, layout) for r in range(args.cp)]
         summary[layout] = (max(times) / statistics.mean(times),
                            max(counted) / statistics.mean(counted))  # fmt: skip
-    if device == "cuda":
-        name = torch.cuda.get_device_name()
-        tag = name.split()[1].lower() if len(name.split()) > 1 else "gpu"
-    else:
-        name, tag = platform.processor() or platform.machine(), "cpu"
+    name, tag = device_tag(device)
     lines = [
         f"<!-- Device: one {name}, torch {torch.__version__}; one process times every rank's "
         f"blocks in turn (no communication). -->",
@@ -126,13 +121,7 @@ def main() -> None:
         *(f"| {lay} | **{m:.3f}** | {c:.3f} |" for lay, (m, c) in summary.items()),
         "",
     ]
-    text = "\n".join(lines)
-    print(text)
-    if args.out:
-        path = Path(args.out) / f"{tag}_cp_balance.md"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
-        print(f"wrote {path}")
+    write_result("\n".join(lines), args.out, f"{tag}_cp_balance.md")
 
 
 if __name__ == "__main__":

@@ -24,7 +24,7 @@ import shutil
 from pathlib import Path
 
 import torch
-from common import add_model_args, config_from_args
+from common import add_model_args, config_from_args, device_tag
 
 from minitorch_dist.memory import llama_activation_bytes
 from minitorch_dist.models import Llama, cross_entropy
@@ -45,8 +45,7 @@ def main() -> None:
     config = config_from_args(args)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    name = torch.cuda.get_device_name()
-    tag = name.split()[1].lower() if len(name.split()) > 1 else "gpu"
+    name, tag = device_tag("cuda")
     torch.manual_seed(0)
     previous = torch.get_default_dtype()
     torch.set_default_dtype(torch.bfloat16)

@@ -21,12 +21,10 @@ No network, no extra dependencies; on an H100 it runs in well under a minute.
 from __future__ import annotations
 
 import argparse
-import platform
-import re
 import time
-from pathlib import Path
 
 import torch
+from common import device_tag, write_result
 
 from minitorch_dist.memory import MemoryTracker, format_bytes, llama_activation_bytes
 from minitorch_dist.models import Llama, LlamaConfig, cross_entropy
@@ -112,11 +110,8 @@ def main() -> None:
     start = time.perf_counter()
     got = train_two_steps(config, seq_len, micro_batch, args.device)
     seconds = time.perf_counter() - start
-    name = (
-        torch.cuda.get_device_name()
-        if args.device == "cuda"
-        else f"cpu ({platform.processor() or platform.machine()})"
-    )
+    name, tag = device_tag(args.device)
+    name = name if args.device == "cuda" else f"cpu ({name})"
     states = predicted["params"] + predicted["grads"] + predicted["optimizer"]
     lines = [
         f"<!-- Device: one {name}, torch {torch.__version__}; benchmarks/planner_memory.py. -->",
@@ -142,17 +137,7 @@ def main() -> None:
         "",
         f"measured / predicted = {got['peak'] / predicted['total']:.3f}",
     ]  # fmt: skip
-    text = "\n".join(lines) + "\n"
-    print(text)
-    if args.out:
-        # the file-name prefix minitorch_dist.results knows: h100_, h200_, ... (cpu_ here)
-        words = name.split()
-        tag = words[1].lower() if args.device == "cuda" and len(words) > 1 else "cpu"
-        tag = re.sub(r"[^a-z0-9]+", "-", tag)
-        path = Path(args.out) / f"{tag}_planner_memory.md"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
-        print(f"wrote {path}")
+    write_result("\n".join(lines) + "\n", args.out, f"{tag}_planner_memory.md")
 
 
 if __name__ == "__main__":

@@ -77,6 +77,17 @@ class LlamaStage(nn.Module):
             x = self.head(self.norm(x))  # (b, s, V)
         return x
 
+    def model_named_parameters(self) -> dict[str, nn.Parameter]:
+        """This stage's parameters under the whole model's names: its ``layers.j`` is the model's
+        ``layers.{start + j}``; ``embed``, ``norm`` and ``head`` keep their names."""
+        named = {}
+        for name, param in self.named_parameters():
+            if name.startswith("layers."):
+                j, rest = name.split(".", 2)[1:]
+                name = f"layers.{self.start + int(j)}.{rest}"
+            named[name] = param
+        return named
+
     def extra_repr(self) -> str:
         return f"layers {self.start}..{self.stop - 1} of {self.config.layers}"
 

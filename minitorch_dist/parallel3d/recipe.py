@@ -132,7 +132,7 @@ def build_3d(
     if cp > 1:
         for block in stage.layers:
             block.attn.core = ContextParallelCore(cp_group, layout)
-    named = _renamed(stage, bounds[p])  # the new (sliced) parameters, under the model's names
+    named = stage.model_named_parameters()  # the new (sliced) parameters, model's names
     # 4. ZeRO-1 last, over dp x cp: those ranks hold the same (tp-sliced, stage-cut) weights and
     #    saw different tokens, so their gradients are averaged -- and only theirs (never WORLD).
     optimizer = ClippedZeroStage1(list(named.values()), optimizer_class, grid=grid,
@@ -150,17 +150,6 @@ def build_3d(
         activation_shape=(micro_batch_size, tokens, config.hidden),
         named=named,
     )
-
-
-def _renamed(stage: LlamaStage, start: int) -> dict[str, torch.nn.Parameter]:
-    """The stage's parameters under the whole model's names (``layers.j`` -> ``start + j``)."""
-    out = {}
-    for name, param in stage.named_parameters():
-        if name.startswith("layers."):
-            j, rest = name.split(".", 2)[1:]
-            name = f"layers.{start + int(j)}.{rest}"
-        out[name] = param
-    return out
 
 
 def rank_micro_batches(batch: Batch, grid: Any, micro_batches: int,

@@ -80,11 +80,7 @@ def stage_parameters(stage: PipelineStage) -> dict[str, nn.Parameter]:
     model's ``layers.{start + j}``; ``embed``, ``norm`` and ``head`` keep their names."""
     named = {}
     for chunk in stage.chunks:
-        for name, p in chunk.named_parameters():
-            if name.startswith("layers."):
-                j, rest = name.split(".", 2)[1:]
-                name = f"layers.{chunk.start + int(j)}.{rest}"
-            named[name] = p
+        named.update(chunk.model_named_parameters())
     return named
 
 

@@ -31,6 +31,7 @@ from minitorch_dist.planner import (
     step_time,
     validate,
 )
+from minitorch_dist.viz.predictor import Controls
 
 __all__ = ["PlannerWidget", "planner_widget", "render_config"]
 
@@ -87,7 +88,7 @@ def render_config(result: Plan, config: ParallelConfig, *, top: int = 5) -> str:
     return "".join(parts)
 
 
-class PlannerWidget:
+class PlannerWidget(Controls):
     """The widget returned by :func:`planner_widget`: ``controls`` (name -> ipywidgets control),
     ``view`` (the HTML), ``config`` and ``plan`` (the current configuration and planned problem),
     ``widget`` (the whole UI)."""
@@ -124,14 +125,6 @@ class PlannerWidget:
             control.observe(self._update, names="value")
         self._update()
         self.widget = w.VBox([*self.controls.values(), self.view])
-
-    def set(self, **values: Any) -> PlannerWidget:
-        unknown = set(values) - set(self.controls)
-        if unknown:
-            raise ValueError(f"unknown controls {sorted(unknown)}; valid: {list(self.controls)}")
-        for key, value in values.items():
-            self.controls[key].value = value
-        return self
 
     def _update(self, change: Any = None) -> None:
         v = {k: c.value for k, c in self.controls.items()}

@@ -61,7 +61,22 @@ def render_prediction(result: dict[str, int], *, device_bytes: int | None = None
     return f'<table class="memory-prediction">{header}{"".join(rows)}</table>{verdict}'
 
 
-class MemoryPredictor:
+class Controls:
+    """What the book's widgets share: ``controls`` (name -> ipywidget) and :meth:`set`."""
+
+    controls: dict[str, Any]
+
+    def set(self, **values: Any) -> Any:
+        """Change controls programmatically, e.g. ``set(preset="llama-3-70b", zero_stage=3)``."""
+        unknown = set(values) - set(self.controls)
+        if unknown:
+            raise ValueError(f"unknown controls {sorted(unknown)}; valid: {list(self.controls)}")
+        for key, value in values.items():
+            self.controls[key].value = value
+        return self
+
+
+class MemoryPredictor(Controls):
     """The widget returned by :func:`memory_predictor`.
 
     ``controls`` maps each :func:`predict` argument (and ``device_gib``) to its ipywidgets
@@ -109,15 +124,6 @@ class MemoryPredictor:
         if not values["offload"]:
             del values["offload"]
         return values
-
-    def set(self, **values: Any) -> MemoryPredictor:
-        """Change controls programmatically, e.g. ``set(preset="llama-3-70b", zero_stage=3)``."""
-        unknown = set(values) - set(self.controls)
-        if unknown:
-            raise ValueError(f"unknown controls {sorted(unknown)}; valid: {list(self.controls)}")
-        for key, value in values.items():
-            self.controls[key].value = value
-        return self
 
     def _update(self, change: Any = None) -> None:
         self.result = predict(**self.values())
