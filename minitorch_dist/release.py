@@ -1,6 +1,7 @@
 """Make the student edition of the book from this, the instructor's, source.
 
-    python -m minitorch_dist.release DEST
+    python -m minitorch_dist.release DEST                                   # every lab stubbed
+    python -m minitorch_dist.release DEST --labs lab05,lab06 --repo URL     # one assignment
 
 Solutions live in the package (and in lab notebooks) between two comments::
 
@@ -12,7 +13,13 @@ The release copies the repository to DEST and replaces each block with
 ``raise NotImplementedError("lab01.1: per-rank bytes of params, grads and optimizer states")`` at
 the block's indentation, so signatures, docstrings and input checks stay. Lab notebooks lose
 their outputs and have their solution blocks replaced the same way; tests/test_mutants.py (the
-reference with one mistake per mutant) is left out. Nothing is kept by hand: the
+reference with one mistake per mutant) is left out.
+
+``--labs`` makes one assignment's edition: the chosen labs' tasks are stubbed, so are those of
+later labs (not yet assigned), and earlier labs keep their reference code (markers removed), as a
+course releases one assignment at a time on top of the last. ``--repo`` points every install
+cell, launch button and link of the edition at the edition's own repository, and the edition's
+README says what a student does. Nothing is kept by hand: the
 student edition is always generated, and the test suite checks that in it the package imports and
 every graded test fails with NotImplementedError.
 """
@@ -26,6 +33,7 @@ import re
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 __all__ = ["MARKER_FILE", "SolutionBlockError", "make_release", "strip_solutions"]
@@ -38,17 +46,24 @@ _THIS = Path(__file__).resolve()  # the tool itself: its docstring shows the mar
 _SKIP_DIRS = {".git", ".venv", "_build", "__pycache__", ".pytest_cache", ".ruff_cache", "release"}
 # Files the edition leaves out: the mutants are the reference solutions with one mistake each.
 _INSTRUCTOR_ONLY = frozenset({"tests/test_mutants.py"})
+SOURCE_REPO = "https://github.com/minitorch-dist/minitorch_dist"  # rewritten by --repo
+_LAB = re.compile(r"^lab\d\d$")
+_TEXT_SUFFIXES = {".ipynb", ".md", ".yml", ".toml", ".py", ".txt", ".cfg"}
 
 
 class SolutionBlockError(ValueError):
     """A BEGIN SOLUTION without its END (or the reverse), or blocks nested in each other."""
 
 
-def strip_solutions(text: str, where: str = "<text>") -> tuple[str, list[str]]:
-    """Replace every solution block in ``text`` by a stub; return the new text and the task ids."""
+def strip_solutions(
+    text: str, where: str = "<text>", keep: Callable[[str], bool] | None = None
+) -> tuple[str, list[str]]:
+    """Replace every solution block in ``text`` by a stub; return the new text and the task ids
+    stubbed. A block whose task ``keep(task)`` accepts keeps its code, without the markers."""
     out: list[str] = []
     tasks: list[str] = []
     inside = None  # (line number, task) of the open block
+    kept = False  # the open block's code stays
     for number, line in enumerate(text.splitlines(keepends=True), start=1):
         begin, end = _BEGIN.match(line.rstrip("\n")), _END.match(line)
         if begin:
@@ -62,28 +77,29 @@ def strip_solutions(text: str, where: str = "<text>") -> tuple[str, list[str]]:
                     f"{where}:{number}: task id {task!r} must look like lab01.2 (labNN.k)"
                 )
             message = f"{task}: {what}" if what else task
-            out.append(f"{indent}raise NotImplementedError({json.dumps(message)})\n")
-            inside = (number, task)
-            tasks.append(task)
+            inside, kept = (number, task), keep is not None and keep(task)
+            if not kept:
+                out.append(f"{indent}raise NotImplementedError({json.dumps(message)})\n")
+                tasks.append(task)
         elif end:
             if not inside:
                 raise SolutionBlockError(f"{where}:{number}: END SOLUTION without a BEGIN")
             inside = None
-        elif not inside:
+        elif not inside or kept:
             out.append(line)
     if inside:
         raise SolutionBlockError(f"{where}:{inside[0]}: BEGIN SOLUTION {inside[1]} is never ended")
     return "".join(out), tasks
 
 
-def _strip_notebook(path: Path) -> list[str]:
+def _strip_notebook(path: Path, keep: Callable[[str], bool] | None = None) -> list[str]:
     nb = json.loads(path.read_text())
     tasks: list[str] = []
     for cell in nb.get("cells", []):
         if cell.get("cell_type") != "code":
             continue
         source = "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
-        new, found = strip_solutions(source, f"{path.name}")
+        new, found = strip_solutions(source, f"{path.name}", keep)
         tasks += found
         cell["source"] = new.splitlines(keepends=True)
         cell["outputs"] = []
@@ -113,11 +129,35 @@ def _source_files(root: Path) -> list[Path]:
         return files
 
 
-def make_release(root: str | os.PathLike, dest: str | os.PathLike, force: bool = False) -> dict:
+def _keep_rule(labs: Sequence[str] | None) -> Callable[[str], bool] | None:
+    """Which tasks keep their reference code: those of labs before the last chosen one that
+    were not chosen (None, every lab stubbed, without ``labs``)."""
+    if labs is None:
+        return None
+    labs = sorted(set(labs))
+    bad = [lab for lab in labs if not _LAB.match(lab)]
+    if bad or not labs:
+        raise ValueError(f"labs must be names like lab05, got {list(labs)!r}")
+    return lambda task: task[:5] not in labs and task[:5] < labs[-1]
+
+
+def make_release(
+    root: str | os.PathLike,
+    dest: str | os.PathLike,
+    force: bool = False,
+    *,
+    labs: Sequence[str] | None = None,
+    repo: str | None = None,
+) -> dict:
     """Write the student edition of the repository at ``root`` into ``dest``.
 
     Returns ``{task id: number of stubbed blocks}``. ``dest`` must not exist unless ``force``.
+    ``labs`` (e.g. ``["lab05"]``): stub those labs and later ones, keep earlier labs' reference
+    code. ``repo``: the edition's repository URL, written wherever the source's URL appears.
     """
+    keep = _keep_rule(labs)
+    if repo is not None and not re.match(r"^https://[^\s\"']+$", repo):
+        raise ValueError(f"repo must be an https:// URL, got {repo!r}")
     root, dest = Path(root).resolve(), Path(dest).resolve()
     if (root / MARKER_FILE).exists():
         raise ValueError(f"{root} is already a student release; release from the instructor source")
@@ -135,11 +175,15 @@ def make_release(root: str | os.PathLike, dest: str | os.PathLike, force: bool =
         target = dest / rel
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(src, target)
+        if repo is not None and target.suffix in _TEXT_SUFFIXES and src != _THIS:
+            text = target.read_text()
+            if SOURCE_REPO in text:
+                target.write_text(text.replace(SOURCE_REPO, repo.rstrip("/")))
         if target.suffix == ".py" and rel.parts[0] == "minitorch_dist" and src != _THIS:
-            new, tasks = strip_solutions(target.read_text(), str(rel))
+            new, tasks = strip_solutions(target.read_text(), str(rel), keep)
             target.write_text(new)
         elif target.suffix == ".ipynb":
-            tasks = _strip_notebook(target)
+            tasks = _strip_notebook(target, keep)
         else:
             continue
         for t in tasks:
@@ -148,7 +192,41 @@ def make_release(root: str | os.PathLike, dest: str | os.PathLike, force: bool =
         "Student edition generated by `python -m minitorch_dist.release`.\n"
         "Tasks to implement: " + ", ".join(sorted(counts)) + "\n"
     )
+    (dest / "README.md").write_text(student_readme(counts, labs, repo or SOURCE_REPO))
     return dict(sorted(counts.items()))
+
+
+def student_readme(counts: dict[str, int], labs: Sequence[str] | None, repo: str) -> str:
+    """The edition's README: what a student does (the instructor's README stays behind)."""
+    chosen = sorted(set(labs)) if labs else sorted({task[:5] for task in counts})
+    tasks = [t for t in sorted(counts) if t[:5] in chosen]
+    name = repo.rstrip("/").rsplit("/", 1)[-1]
+    return f"""# Your edition of the course: {", ".join(chosen)}
+
+Your tasks: {", ".join(tasks)}. Each is a block in the package (`minitorch_dist/`) or in a lab
+notebook that raises `NotImplementedError("labNN.k: ...")`: replace the `raise` with your code.
+Signatures, docstrings and input checks are given; the chapters explain what to write.
+
+## Set up
+
+```bash
+git clone {repo} && cd {name}
+python3 -m venv .venv && .venv/bin/pip install -e ".[test]"
+```
+
+In Colab, each lab's first cell installs this edition for you; edit the package there and
+re-run the cell after each change.
+
+## Work and check
+
+- Open the lab notebook (`labs/labNN_*.ipynb`) and work through it: it shows what each task
+  must do and checks it on small inputs as you go.
+- Grade one task while you work: `python -m minitorch_dist.grade --task lab05.1`
+- Grade a whole lab: `python -m minitorch_dist.grade --labs lab05`. The score table comes first,
+  one line per failing test; `results.json` holds the details.
+- A test that waits on a collective fails after about ten seconds: a rank that never sends
+  (or receives a message of the wrong size) is named, with its own error.
+"""
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -160,9 +238,12 @@ def main(argv: list[str] | None = None) -> int:
         help="instructor repository (default: the one this package lives in)",
     )
     parser.add_argument("--force", action="store_true", help="replace dest if it exists")
+    parser.add_argument("--labs", help="this assignment's labs, e.g. lab05,lab06 (default: all)")
+    parser.add_argument("--repo", help="the edition's repository URL (install cells, links)")
     args = parser.parse_args(argv)
+    labs = [lab.strip() for lab in args.labs.split(",")] if args.labs else None
     try:
-        counts = make_release(args.source, args.dest, force=args.force)
+        counts = make_release(args.source, args.dest, force=args.force, labs=labs, repo=args.repo)
     except (ValueError, SolutionBlockError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

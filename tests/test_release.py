@@ -12,7 +12,13 @@ from pathlib import Path
 import pytest
 
 from minitorch_dist.grade import grade, gradescope_json
-from minitorch_dist.release import MARKER_FILE, SolutionBlockError, make_release, strip_solutions
+from minitorch_dist.release import (
+    MARKER_FILE,
+    SOURCE_REPO,
+    SolutionBlockError,
+    make_release,
+    strip_solutions,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 GRADED = " or ".join(f"lab{i:02d}" for i in range(100))
@@ -182,3 +188,80 @@ def test_every_graded_test_fails_on_the_release(release: tuple[Path, dict]) -> N
         assert "NotImplementedError" in t["output"], (
             f"{t['name']} failed for another reason:\n{t['output']}"
         )
+
+
+def test_keep_leaves_a_blocks_code_without_its_markers() -> None:
+    src = "def f():\n    # BEGIN SOLUTION lab04.1: add\n    return 1\n    # END SOLUTION\n"
+    kept, tasks = strip_solutions(src, keep=lambda task: task.startswith("lab04"))
+    assert kept == "def f():\n    return 1\n" and tasks == []
+    stubbed, tasks = strip_solutions(src, keep=lambda task: False)
+    assert "NotImplementedError" in stubbed and tasks == ["lab04.1"]
+
+
+COURSE_REPO = "https://github.com/example-course/llm-memory-2027"
+
+
+@pytest.fixture(scope="module")
+def assignment(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
+    dest = tmp_path_factory.mktemp("assignment") / "edition"
+    return dest, make_release(ROOT, dest, labs=["lab05"], repo=COURSE_REPO)
+
+
+@in_student_release
+def test_one_assignment_stubs_its_lab_and_later_ones(assignment: tuple[Path, dict]) -> None:
+    """--labs lab05: lab 5 and the labs after it are stubbed; labs 0-4 keep reference code."""
+    dest, counts = assignment
+    labs = {task[:5] for task in counts}
+    assert "lab05" in labs and min(labs) == "lab05", sorted(labs)
+    for path in (dest / "minitorch_dist").rglob("*.py"):
+        text = path.read_text()
+        if path.name == "release.py":
+            continue  # the tool's docstring shows the markers and a stub
+        assert "BEGIN SOLUTION" not in text, path
+        assert 'NotImplementedError("lab01' not in text and 'NotImplementedError("lab04' not in text
+    readme = (dest / "README.md").read_text()
+    assert "lab05" in readme and "--task lab05.1" in readme and "lab06.1" not in readme
+    assert "minitorch_dist.release" not in readme, "the instructor's commands stay behind"
+
+
+@in_student_release
+def test_one_assignment_points_at_its_own_repository(assignment: tuple[Path, dict]) -> None:
+    dest, _ = assignment
+    files = [dest / "_config.yml", dest / "README.md", *sorted((dest / "labs").glob("*.ipynb"))]
+    for path in files:
+        assert SOURCE_REPO not in path.read_text(), f"{path.name} still names the source repo"
+    assert COURSE_REPO in (dest / "_config.yml").read_text()
+    installs = [nb for nb in files[2:] if f"git+{COURSE_REPO}" in nb.read_text()]
+    assert len(installs) == len(files) - 2, "every lab's install cell names the edition"
+
+
+@in_student_release
+def test_one_assignment_grades_its_lab_zero_and_earlier_labs_full(
+    assignment: tuple[Path, dict],
+) -> None:
+    dest, _ = assignment
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env["PYTHONPATH"] = str(dest)
+    results = dest / "results_assignment.json"
+    run = subprocess.run(
+        [sys.executable, "-m", "minitorch_dist.grade", "--labs", "lab04", "lab05",
+         "--results", str(results)],
+        cwd=dest, env=env, capture_output=True, text=True, timeout=900,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    tests = json.loads(results.read_text())["tests"]
+    by_lab = {lab: [t for t in tests if t["number"].startswith(lab)] for lab in ("lab04", "lab05")}
+    assert by_lab["lab04"] and by_lab["lab05"]
+    assert all(t["status"] == "passed" for t in by_lab["lab04"]), "lab 4 keeps its reference"
+    for t in by_lab["lab05"]:
+        assert t["status"] == "failed" and "NotImplementedError" in t["output"], t["name"]
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [({"labs": ["lab5"]}, "labs must be names like lab05"), ({"labs": []}, "labs must be"),
+     ({"repo": "git@github.com:x/y"}, "repo must be an https:// URL")],
+)  # fmt: skip
+def test_bad_release_arguments_are_value_errors(tmp_path: Path, kwargs: dict, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        make_release(ROOT, tmp_path / "edition", **kwargs)
