@@ -214,8 +214,10 @@ git clone {repo} && cd {name}
 python3 -m venv .venv && .venv/bin/pip install -e ".[test]"
 ```
 
-In Colab, each lab's first cell installs this edition for you; edit the package there and
-re-run the cell after each change.
+In Colab, each lab's first cell clones this edition (tests included) into `/content/course`
+and installs it in editable mode: edit the package there from the Files pane (your edits apply
+to the next cell you run) and grade with `!cd /content/course && python -m minitorch_dist.grade
+--task lab05.1`.
 
 ## Work and check
 

@@ -231,7 +231,7 @@ def test_one_assignment_points_at_its_own_repository(assignment: tuple[Path, dic
     for path in files:
         assert SOURCE_REPO not in path.read_text(), f"{path.name} still names the source repo"
     assert COURSE_REPO in (dest / "_config.yml").read_text()
-    installs = [nb for nb in files[2:] if f"git+{COURSE_REPO}" in nb.read_text()]
+    installs = [nb for nb in files[2:] if f'REPO = \\"{COURSE_REPO}\\"' in nb.read_text()]
     assert len(installs) == len(files) - 2, "every lab's install cell names the edition"
 
 
@@ -265,3 +265,40 @@ def test_one_assignment_grades_its_lab_zero_and_earlier_labs_full(
 def test_bad_release_arguments_are_value_errors(tmp_path: Path, kwargs: dict, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         make_release(ROOT, tmp_path / "edition", **kwargs)
+
+
+@in_student_release
+def test_colab_cell_gets_an_editable_course_that_grades(
+    assignment: tuple[Path, dict], tmp_path: Path
+) -> None:
+    """What a lab's first cell does in Colab, replayed from a local copy of the edition: clone
+    the edition's repository (with its tests), import the package from the clone, grade a task."""
+    dest, _ = assignment
+    lab = next((dest / "labs").glob("lab05_*.ipynb"))
+    cell = next(c for c in json.loads(lab.read_text())["cells"] if c["cell_type"] == "code")
+    source = "".join(cell["source"])
+    assert f'REPO = "{COURSE_REPO}"' in source and "git clone -q {REPO} /content/course" in source
+    assert "pip install -q -e /content/course" in source and "--task lab05.1" in source
+    git = ["git", "-c", "user.email=ta@example.org", "-c", "user.name=TA"]
+    if not (dest / ".git").exists():  # the course's repository, as the instructor pushes it
+        for args in (["init", "-q"], ["add", "-A"], ["commit", "-qm", "edition"]):
+            subprocess.run(git + args, cwd=dest, check=True, capture_output=True)
+    course = tmp_path / "content" / "course"
+    subprocess.run(git + ["clone", "-q", str(dest), str(course)], check=True, capture_output=True)
+    assert (course / "tests" / "conftest.py").exists(), "the clone carries the tests"
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env["PYTHONPATH"] = str(course)  # the cell's sys.path.insert(0, "/content/course")
+    where = subprocess.run(
+        [sys.executable, "-c", "import minitorch_dist; print(minitorch_dist.__file__)"],
+        cwd=course / "labs", env=env, capture_output=True, text=True, check=True,
+    ).stdout  # fmt: skip
+    assert where.startswith(str(course)), where
+    results = course / "results.json"
+    run = subprocess.run(
+        [sys.executable, "-m", "minitorch_dist.grade", "--task", "lab05.1", "--results", str(results)],
+        cwd=course, env=env, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    tests = json.loads(results.read_text())["tests"]
+    assert tests and {t["number"] for t in tests} == {"lab05.1"}
+    assert all("NotImplementedError" in t["output"] for t in tests)
