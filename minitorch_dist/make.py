@@ -56,8 +56,20 @@ def ensure_env() -> None:
     STAMP.write_text(key)
 
 
+NO_SOLUTIONS = """
+import sys
+from minitorch_dist.course_book import solution_lines_in_html
+leaks = solution_lines_in_html(".", "_build/html")
+for page, lines in leaks.items():
+    print(f"{page} shows {len(lines)} solution line(s), e.g. {lines[0]!r}")
+sys.exit(1 if leaks else 0)
+"""
+
+
 def book() -> None:
     _run([str(BIN / BOOK[0]), *BOOK[1:]])
+    if os.environ.get("MINITORCH_DIST_SOLUTIONS") != "show":  # the book shows no solution
+        _run([str(PY), "-c", NO_SOLUTIONS])
     print(f"book written to {ROOT / '_build' / 'html' / 'index.html'}")
 
 

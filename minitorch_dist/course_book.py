@@ -1,0 +1,116 @@
+"""The book without its solutions: a Sphinx extension, and the check that proves it.
+
+Chapters show the package's code (``literalinclude``, ``inspect.getsource`` in a cell) and lab
+pages show their exercise cells; where that code holds a solution block, the rendered book would
+hand the answer to every reader. In *course mode* (the default) the extension rewrites every
+code block of every page after it is read -- cell inputs, cell outputs, included files alike --
+so that each ``# BEGIN SOLUTION labNN.k`` ... ``# END SOLUTION`` block shows as the student
+edition's stub, with a line saying which lab writes it. The pages still execute against the
+reference package, so every figure and number stays. An instructor who wants the solutions in
+their own build sets ``MINITORCH_DIST_SOLUTIONS=show``.
+
+:func:`solution_lines_in_html` is the proof: it lists every line of every solution block (in the
+package and the lab notebooks) that appears in the built HTML; ``make test`` fails unless it
+finds none.
+
+    sphinx: extra_extensions: [minitorch_dist.course_book]     # _config.yml
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+from minitorch_dist.release import SolutionBlockError, strip_solutions
+
+__all__ = ["hide_solutions", "setup", "solution_lines", "solution_lines_in_html"]
+
+_STUB = re.compile(r'^([ \t]*)raise NotImplementedError\("(lab(\d\d)\.\d+)[^\n]*$', re.MULTILINE)
+_BEGIN = re.compile(r"^[ \t]*# BEGIN SOLUTION\b")
+_END = re.compile(r"^[ \t]*# END SOLUTION\b")
+MIN_LINE = 24  # shorter solution lines ("return out", "x = y") are too common to prove a leak
+
+
+def hide_solutions(code: str) -> str:
+    """``code`` with each solution block replaced by its stub and a note of the lab that writes
+    it; code without markers comes back unchanged. A block cut off by the end of an excerpt is
+    hidden to the end."""
+    if "# BEGIN SOLUTION" not in code:
+        return code
+    try:
+        stubbed, _ = strip_solutions(code)
+    except SolutionBlockError:
+        lines = code.splitlines(keepends=True)
+        cut = next(i for i, line in enumerate(lines) if _BEGIN.match(line))
+        stubbed, _ = strip_solutions("".join(lines[: cut + 1]) + "# END SOLUTION\n")
+    return _STUB.sub(
+        lambda m: (
+            f"{m.group(1)}# you write this in lab {int(m.group(3))} (task {m.group(2)})\n"
+            + m.group(0)
+        ),
+        stubbed,
+    )
+
+
+def _rewrite(app: Any, doctree: Any) -> None:
+    from docutils import nodes
+
+    if os.environ.get("MINITORCH_DIST_SOLUTIONS") == "show":
+        return
+    for node in list(doctree.findall(nodes.literal_block)):
+        text = node.astext()
+        hidden = hide_solutions(text)
+        if hidden != text:
+            node.rawsource = hidden
+            node.children = [nodes.Text(hidden)]
+
+
+def setup(app: Any) -> dict[str, Any]:
+    """Sphinx entry point: rewrite code blocks once each page's doctree is read."""
+    app.connect("doctree-read", _rewrite)
+    return {"parallel_read_safe": True, "parallel_write_safe": True}
+
+
+def _blocks(text: str) -> list[str]:
+    lines, inside, out = text.splitlines(), False, []
+    for line in lines:
+        if _BEGIN.match(line):
+            inside = True
+        elif _END.match(line):
+            inside = False
+        elif inside:
+            out.append(line.strip())
+    return out
+
+
+def solution_lines(root: str | os.PathLike) -> set[str]:
+    """The distinctive lines (stripped, at least ``MIN_LINE`` characters, not comments) of every
+    solution block in the package and the lab notebooks under ``root``."""
+    root = Path(root)
+    texts = [p.read_text() for p in (root / "minitorch_dist").rglob("*.py")
+             if p.name not in ("release.py", "course_book.py")]  # fmt: skip
+    for nb in (root / "labs").glob("*.ipynb"):
+        cells = json.loads(nb.read_text())["cells"]
+        texts += ["".join(c["source"]) for c in cells if c["cell_type"] == "code"]
+    found = set()
+    for text in texts:
+        found.update(line for line in _blocks(text)
+                     if len(line) >= MIN_LINE and not line.startswith("#"))  # fmt: skip
+    return found
+
+
+def solution_lines_in_html(root: str | os.PathLike, html_dir: str | os.PathLike) -> dict:
+    """``{page: [solution lines it shows]}`` for the built book in ``html_dir`` (empty: no leak).
+    Tags are stripped and entities decoded, so highlighted code matches its source."""
+    wanted = solution_lines(root)
+    leaks: dict[str, list[str]] = {}
+    for page in sorted(Path(html_dir).rglob("*.html")):
+        text = html.unescape(re.sub(r"<[^>]+>", "", page.read_text(errors="replace")))
+        shown = {line.strip() for line in text.splitlines()} & wanted
+        if shown:
+            leaks[str(page.relative_to(html_dir))] = sorted(shown)
+    return leaks
