@@ -75,32 +75,36 @@ def setup(app: Any) -> dict[str, Any]:
     return {"parallel_read_safe": True, "parallel_write_safe": True}
 
 
-def _blocks(text: str) -> list[str]:
-    lines, inside, out = text.splitlines(), False, []
-    for line in lines:
+def _split(text: str) -> tuple[list[str], list[str]]:
+    """(lines inside solution blocks, lines outside them), stripped."""
+    inside, solution, other = False, [], []
+    for line in text.splitlines():
         if _BEGIN.match(line):
             inside = True
         elif _END.match(line):
             inside = False
-        elif inside:
-            out.append(line.strip())
-    return out
+        else:
+            (solution if inside else other).append(line.strip())
+    return solution, other
 
 
 def solution_lines(root: str | os.PathLike) -> set[str]:
-    """The distinctive lines (stripped, at least ``MIN_LINE`` characters, not comments) of every
-    solution block in the package and the lab notebooks under ``root``."""
+    """The distinctive lines of every solution block in the package and the lab notebooks under
+    ``root``: stripped, at least ``MIN_LINE`` characters, not comments, and found nowhere outside
+    a solution block (a chapter or a check cell may well call what a solution calls)."""
     root = Path(root)
     texts = [p.read_text() for p in (root / "minitorch_dist").rglob("*.py")
              if p.name not in ("release.py", "course_book.py")]  # fmt: skip
+    texts += [p.read_text() for p in (root / "chapters").glob("*.md")]
     for nb in (root / "labs").glob("*.ipynb"):
         cells = json.loads(nb.read_text())["cells"]
         texts += ["".join(c["source"]) for c in cells if c["cell_type"] == "code"]
-    found = set()
+    solution, other = set(), set()
     for text in texts:
-        found.update(line for line in _blocks(text)
-                     if len(line) >= MIN_LINE and not line.startswith("#"))  # fmt: skip
-    return found
+        inside, outside = _split(text)
+        solution.update(line for line in inside if len(line) >= MIN_LINE and line[0] != "#")
+        other.update(outside)
+    return solution - other
 
 
 def solution_lines_in_html(root: str | os.PathLike, html_dir: str | os.PathLike) -> dict:
