@@ -55,7 +55,8 @@ def test_zero_shards_the_optimizer_over_dp():
 
 
 def assert_states(got: dict, **want: int) -> bool:
-    assert {k: got[k] for k in want} == want
+    have = {k: got[k] for k in want}
+    assert have == want, f"ZeRO shards over dp: stage k divides its states by dp; {have} != {want}"
     return True
 
 
@@ -178,8 +179,9 @@ def test_rank_by_time_then_bytes_then_fields_rejected_last():
     machines disagree), and rejected rows mixed in with those that fit."""
     rows = [_fake_row(4, 2.0, 10), _fake_row(1, 1.0, 30), _fake_row(3, 1.0, 20),
             _fake_row(5, 0.5, 99, reason="needs too much"), _fake_row(2, 1.0, 20)]  # fmt: skip
-    assert [r.config.dp for r in rank(rows)] == [2, 3, 1, 4, 5]
-    assert [r.config.dp for r in rank(rows[::-1])] == [2, 3, 1, 4, 5]
+    why = "rank fitting rows by predicted step time (ties: fewer bytes, then fields), rejected last"
+    assert [r.config.dp for r in rank(rows)] == [2, 3, 1, 4, 5], why
+    assert [r.config.dp for r in rank(rows[::-1])] == [2, 3, 1, 4, 5], why
 
 
 @pytest.mark.lab11

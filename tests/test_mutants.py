@@ -13,6 +13,7 @@ must contain.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import re
 import sys
@@ -27,6 +28,7 @@ import torch.distributed as dist
 from minitorch_dist.comm import reduce_scatter_tensor
 from minitorch_dist.comm.ring import _exchange
 from minitorch_dist.grade import grade
+from minitorch_dist.planner.fit import rank_memory as _reference_rank_memory
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -107,6 +109,30 @@ def _stage2_reduce(average: bool, accumulate: bool) -> Callable:
     return reduce_unit
 
 
+# -- lab11.1: the grid's gradient norm ---------------------------------------------------------
+def _grid_norm_not_over_pp(optimizer, grid, counted):  # noqa: ANN001, ANN202
+    sq = torch.zeros((), dtype=torch.float64)
+    for unit, mask in zip(optimizer.units, counted):
+        sq += (mask * unit.shard.grad.double() ** 2).sum()
+    dist.all_reduce(sq, group=grid.group("dp_cp"))
+    dist.all_reduce(sq, group=grid.group("tp"))  # the other stages' layers are left out
+    return sq.sqrt()
+
+
+# -- lab11.2: the fit test -------------------------------------------------------------------------
+def _rank_memory_zero_not_sharded(model, config, *, seq_len, global_batch, stage=0):  # noqa: ANN001, ANN202
+    return _reference_rank_memory(
+        model, dataclasses.replace(config, zero=0), seq_len=seq_len, global_batch=global_batch,
+        stage=stage,
+    )  # fmt: skip
+
+
+# -- lab11.3: ranking ------------------------------------------------------------------------------
+def _rank_by_memory(rows):  # noqa: ANN001, ANN202
+    fitting = sorted((r for r in rows if r.fits), key=lambda r: (r.memory["total"], r.config.key()))
+    return fitting + sorted((r for r in rows if not r.fits), key=lambda r: r.config.key())
+
+
 SUMMED = r"summed over the ranks, not averaged"
 _GROUP_SIZE = lambda group: dist.get_world_size(group)  # noqa: E731
 MUTANTS = [
@@ -127,6 +153,12 @@ MUTANTS = [
            _stage2_reduce(average=False, accumulate=True), SUMMED),
     Mutant("lab06.2", "copy-not-add", "minitorch_dist.zero.stage2:UnitwiseGradients._reduce_unit",
            _stage2_reduce(average=True, accumulate=False), r"do not overwrite it \(copy_\)"),
+    Mutant("lab11.1", "norm-not-over-pp", "minitorch_dist.parallel3d.clip:grid_grad_norm",
+           _grid_norm_not_over_pp, r"gradient norm: Tensor-likes are not close"),
+    Mutant("lab11.2", "zero-not-sharded", "minitorch_dist.planner.fit:rank_memory",
+           _rank_memory_zero_not_sharded, r"ZeRO shards over dp"),
+    Mutant("lab11.3", "rank-by-memory", "minitorch_dist.planner.search:rank", _rank_by_memory,
+           r"by predicted step time"),
 ]  # fmt: skip
 
 
