@@ -37,6 +37,7 @@ moment within 0.01 % (``benchmarks/results/h200_gpu_step_profile.md``).
 from __future__ import annotations
 
 from minitorch_dist.checks import check_int
+from minitorch_dist.memory.estimate import llama_activation_breakdown
 from minitorch_dist.memory.prediction import ACTIVATION_DTYPE_BYTES, predict
 from minitorch_dist.models import LlamaConfig
 
@@ -76,9 +77,11 @@ def predict_peak(
     if gathered_units and zero_stage != 3:
         raise ValueError(f"gathered_units={gathered_units} needs zero_stage=3, got {zero_stage}")
     base = predict(config, seq_len, micro_batch, recompute, zero_stage, dp, recipe, optimizer)
-    none = predict(config, seq_len, micro_batch, "none", zero_stage, dp, recipe, optimizer)
     psi = config.num_params()
     p = ACTIVATION_DTYPE_BYTES[recipe]  # activation bytes per element
+    parts = llama_activation_breakdown(
+        config, seq_len=seq_len, micro_batch=micro_batch, dtype_bytes=p, recompute=recompute
+    )
     grad_per_param = base["grads"] / psi  # ZeRO-2/3 shard them: the fraction is per rank
     param_per_param = base["params"] / psi
     b, s, h, f, V = micro_batch, seq_len, config.hidden, config.ffn_hidden, config.vocab_size
@@ -88,17 +91,17 @@ def predict_peak(
     per_block = (counts["attention"] + counts["mlp"]) // config.layers + 2 * h
     gathered = gathered_units * per_block * round(param_per_param * dp)  # full, not a shard
     acts = base["activations"]
-    # the loss and the final norm's saved tensors (llama_activation_breakdown's last two terms)
-    tail = 4 * bs * V + 8 * bs + 8 + p * (3 * bs * h + bs)
+    tail = parts["loss"] + parts["final_norm"]  # saved by the loss and the final norm
     down = h * f  # the block's down projection, whose gradient comes first
     # the gradient arriving at the block's output and SwiGLU's intermediates' gradients
     mlp_backward = p * bs * (2 * f + h)
     if recompute == "full":
-        rope = p * 2 * s * config.head_dim
-        block_none = (none["activations"] - tail - rope) // config.layers
+        block_none = llama_activation_breakdown(
+            config, seq_len=seq_len, micro_batch=micro_batch, dtype_bytes=p, recompute="none"
+        )["blocks"] // config.layers  # fmt: skip
         grads_done = psi - counts["embedding"] - per_block + down
         # the other blocks' checkpoints were freed when their backward finished
-        block = rope + block_none + mlp_backward
+        block = parts["rope"] + block_none + mlp_backward
     else:
         grads_done = counts["head"] + h + down
         block = acts - tail + mlp_backward
