@@ -46,7 +46,7 @@ _THIS = Path(__file__).resolve()  # the tool itself: its docstring shows the mar
 _SKIP_DIRS = {".git", ".venv", "_build", "__pycache__", ".pytest_cache", ".ruff_cache", "release"}
 # Files the edition leaves out: the mutants are the reference solutions with one mistake each,
 # the exercise tests hold the exercises' worked answers.
-_INSTRUCTOR_ONLY = ("tests/test_mutants.py", "tests/test_*exercises.py")
+_INSTRUCTOR_ONLY = ("tests/test_mutants.py", "tests/mutants_*.py", "tests/test_*exercises.py")
 SOURCE_REPO = "https://github.com/minitorch-dist/minitorch_dist"  # rewritten by --repo
 _LAB = re.compile(r"^lab\d\d$")
 _TEXT_SUFFIXES = {".ipynb", ".md", ".yml", ".toml", ".py", ".txt", ".cfg"}

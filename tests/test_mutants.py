@@ -18,12 +18,14 @@ import importlib
 import re
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 import torch
 import torch.distributed as dist
+from mutants_common import Mutant
+from mutants_labs01_06 import MUTANTS_LABS01_06
+from mutants_labs07_10 import MUTANTS_LABS07_10
 
 from minitorch_dist.comm import reduce_scatter_tensor
 from minitorch_dist.comm.ring import _exchange
@@ -31,15 +33,6 @@ from minitorch_dist.grade import grade
 from minitorch_dist.planner.fit import rank_memory as _reference_rank_memory
 
 ROOT = Path(__file__).resolve().parent.parent
-
-
-@dataclass(frozen=True)
-class Mutant:
-    task: str  # the task whose graded tests must catch it
-    mistake: str  # a short name, the test id
-    target: str  # "module:Class.method" or "module:function" it replaces
-    wrong: Callable  # the wrong implementation
-    message: str  # regex: a failing test's output must name the mistake
 
 
 # -- lab05.1: the ring ----------------------------------------------------------------------------
@@ -172,7 +165,10 @@ def _owner(target: str) -> tuple[object, str]:
     return owner, name
 
 
-@pytest.mark.parametrize("mutant", MUTANTS, ids=lambda m: f"{m.task}-{m.mistake}")
+ALL_MUTANTS = [*MUTANTS, *MUTANTS_LABS01_06, *MUTANTS_LABS07_10]
+
+
+@pytest.mark.parametrize("mutant", ALL_MUTANTS, ids=lambda m: f"{m.task}-{m.mistake}")
 def test_the_tasks_graded_tests_catch_the_mutant(
     mutant: Mutant, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -196,6 +192,6 @@ def test_the_tasks_graded_tests_catch_the_mutant(
 
 def test_every_mutant_targets_the_reference_it_replaces() -> None:
     """Guards the meta-test itself: a renamed method would leave the mutant unused."""
-    for mutant in MUTANTS:
+    for mutant in ALL_MUTANTS:
         owner, name = _owner(mutant.target)
         assert callable(getattr(owner, name))
