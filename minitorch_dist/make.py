@@ -4,10 +4,12 @@
     python3 -m minitorch_dist.make test     # lint, unit + graded tests, nbval, student release,
                                             # and the strict book build
     python3 -m minitorch_dist.make execute labs/lab01_*.ipynb   # re-execute notebooks in place
+    python3 -m minitorch_dist.make notebooks  # nbval of the labs only (CI: on a second torch)
 
 Both create ``.venv`` beside this repository and install the package with its book and test
 extras the first time (and again whenever pyproject.toml changes). Set ``PIP_CONSTRAINT`` to pin
-versions, as CI does (``.ci/constraints.txt``: the CPU torch already on the build machine).
+versions, as CI does (``.ci/constraints.txt``: the CPU torch already on the build machine), and
+``MINITORCH_DIST_VENV`` to use another environment (CI's second torch, ``.ci/constraints-newest.txt``).
 """
 
 from __future__ import annotations
@@ -21,17 +23,14 @@ import venv
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-VENV = ROOT / ".venv"
+VENV = Path(os.environ.get("MINITORCH_DIST_VENV") or ROOT / ".venv").resolve()
 BIN = VENV / ("Scripts" if os.name == "nt" else "bin")
 PY = BIN / ("python.exe" if os.name == "nt" else "python")
 STAMP = VENV / ".minitorch_dist-installed"
 
 BOOK = ["jupyter-book", "build", ".", "-W", "-n", "--keep-going"]
-PYTEST = [
-    "-m", "pytest", "tests", "labs",
-    "--nbval", "--nbval-sanitize-with", "tests/nbval_sanitize.cfg",
-    "--timeout", "900",
-]  # fmt: skip
+NBVAL = ["--nbval", "--nbval-sanitize-with", "tests/nbval_sanitize.cfg", "--timeout", "900"]
+PYTEST = ["-m", "pytest", "tests", "labs", *NBVAL]
 
 
 def _run(cmd: list[str], **kw) -> None:
@@ -80,6 +79,12 @@ def test() -> None:
     book()
 
 
+def notebooks() -> None:
+    """The labs' stored outputs against a fresh run (nbval), nothing else: CI's second torch."""
+    _run([str(PY), "-c", "import torch; print('torch', torch.__version__)"])
+    _run([str(PY), "-m", "pytest", "labs", "-p", "no:cacheprovider", *NBVAL])
+
+
 EXECUTE = """
 import sys, nbformat
 from pathlib import Path
@@ -106,7 +111,7 @@ def main(argv: list[str] | None = None) -> int:
         ensure_env()
         execute(argv[1:])
         return 0
-    if argv not in (["book"], ["test"]):
+    if argv not in (["book"], ["test"], ["notebooks"]):
         print(__doc__, file=sys.stderr)
         return 2
     start = time.monotonic()
@@ -114,7 +119,7 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.update(env)
     try:
         ensure_env()
-        book() if argv == ["book"] else test()
+        {"book": book, "test": test, "notebooks": notebooks}[argv[0]]()
     except subprocess.CalledProcessError as e:
         print(f"\nFAILED: {' '.join(map(str, e.cmd))} (exit {e.returncode})", file=sys.stderr)
         return 1
