@@ -9,9 +9,12 @@ them (read from its source or documentation; none of them counts activations her
     Adam's two states 12), or ``6 + 12 / dp`` with the distributed optimizer, which shards only
     the 12.
 ``deepspeed_zero2``
-    DeepSpeed's ``estimate_zero2_model_states_mem_needs`` without offload:
-    ``4 Psi + 16 Psi / N`` (16-bit weights and gradients whole, the fp32 gradient partition,
-    master weights and Adam states sharded).
+    DeepSpeed's ``estimate_zero2_model_states_mem_needs`` without offload, as fixed by
+    DeepSpeed PR #5099 (2024): ``2 Psi + 18 Psi / N`` (16-bit weights whole; 16-bit and fp32
+    gradients, fp32 master weights and Adam states partitioned).
+``deepspeed_zero2_before_5099``
+    The same function before that fix: ``4 Psi + 16 Psi / N``. It counted the 16-bit gradients
+    whole on every rank, which ZeRO-2 partitions (a documented error, DeepSpeed issue #5102).
 ``deepspeed_zero3``
     DeepSpeed's ``estimate_zero3_model_states_mem_needs`` without offload:
     ``4 x largest_layer + 18 Psi / N`` (every state sharded; one layer's 16-bit weights and
@@ -27,7 +30,13 @@ from minitorch_dist.checks import check_bool, check_choice, check_int
 
 __all__ = ["PEERS", "peer_model_state_bytes"]
 
-PEERS = ("megatron", "deepspeed_zero2", "deepspeed_zero3", "accelerate")
+PEERS = (
+    "megatron",
+    "deepspeed_zero2",
+    "deepspeed_zero2_before_5099",
+    "deepspeed_zero3",
+    "accelerate",
+)
 
 
 def peer_model_state_bytes(
@@ -52,6 +61,8 @@ def peer_model_state_bytes(
         per_param = 6 + 12 / dp if distributed_optimizer else 18
         return int(num_params * per_param)
     if tool == "deepspeed_zero2":
+        return 2 * num_params + int(18 * num_params / dp)
+    if tool == "deepspeed_zero2_before_5099":
         return 4 * num_params + int(16 * num_params / dp)
     if tool == "deepspeed_zero3":
         return 4 * largest_layer_params + int(18 * num_params / dp)
