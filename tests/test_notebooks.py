@@ -1,7 +1,13 @@
-"""Every lab stays deterministic: nbval passes on its committed outputs twice in a row."""
+"""Every lab stays deterministic: nbval passes on its committed outputs twice in a row.
+
+``python -m minitorch_dist.make test`` already runs nbval on every lab once (``pytest tests labs
+--nbval``) and sets ``MINITORCH_DIST_NBVAL_PASSES=1``, so this test adds the second run only and
+the command pays for two runs, not three; alone, this test runs both.
+"""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -20,6 +26,7 @@ def test_lab_passes_nbval_twice_in_a_row(lab: str) -> None:
         sys.executable, "-m", "pytest", "--nbval", f"labs/{lab}.ipynb",
         "--nbval-sanitize-with", "tests/nbval_sanitize.cfg", "-q", "-p", "no:cacheprovider",
     ]  # fmt: skip
-    for attempt in (1, 2):
+    passes = int(os.environ.get("MINITORCH_DIST_NBVAL_PASSES", "2"))
+    for attempt in range(1, passes + 1):
         run = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600)
         assert run.returncode == 0, f"run {attempt}:\n{run.stdout[-4000:]}{run.stderr[-2000:]}"
