@@ -238,7 +238,8 @@ def test_bucketed_no_sync_accumulates_then_syncs_once() -> None:
         assert [calls for calls, _ in r["steps"]] == [len(r["buckets"])] * STEPS
 
 
-def _events(rank: int, world_size: int) -> list[tuple[str, int]]:
+def _events(rank: int, world_size: int) -> tuple[list[tuple[str, int]], list[list[int]]]:
+    """The timeline's events, and each bucket's parameters as indices of the "grad" events."""
     torch.manual_seed(0)
     ddp = DataParallelBucket(Llama(LlamaConfig.from_preset("tiny")), bucket_cap_mb=0.02)
     x, y = make_batches(256, 2 * world_size, SEQ, 1)[0]
@@ -246,7 +247,9 @@ def _events(rank: int, world_size: int) -> list[tuple[str, int]]:
     cross_entropy(
         ddp(batch_slice(x, rank, world_size)), batch_slice(y, rank, world_size)
     ).backward()
-    return [(kind, i) for kind, i, _ in ddp.timeline.events if kind != "done"]
+    index = {id(p): i for i, p in enumerate(ddp.params)}
+    members = [[index[id(p)] for p in bucket.params] for bucket in ddp.buckets]
+    return [(kind, i) for kind, i, _ in ddp.timeline.events if kind != "done"], members
 
 
 @pytest.mark.lab05
@@ -257,7 +260,16 @@ def test_buckets_launch_during_backward_in_order() -> None:
     ready, buckets start as 0, 1, 2, ..., and the same way on every rank."""
     per_rank = launch(_events, 2)
     assert per_rank[0] == per_rank[1]
-    events = per_rank[0]
+    events, members = per_rank[0]
+    for k, (kind, b) in enumerate(events):
+        if kind == "launch":
+            arrived = {i for kind_before, i in events[:k] if kind_before == "grad"}
+            missing = [i for i in members[b] if i not in arrived]
+            assert not missing, (
+                f"bucket {b} was launched before all its gradients were ready (parameters "
+                f"{missing} had not arrived): its all-reduce sends zeros or last step's values "
+                "for them; launch a bucket only once every slot is filled"
+            )
     launches = [i for kind, i in events if kind == "launch"]
     assert launches == list(range(len(launches))) and len(launches) > 2
     last_grad = max(k for k, (kind, _) in enumerate(events) if kind == "grad")
