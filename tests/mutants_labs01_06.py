@@ -246,6 +246,21 @@ def _grad_ready_launch_on_last_slot(self, param) -> None:  # noqa: ANN001
             self._next += 1
 
 
+def _bucketed_sync_offset_not_advanced(self) -> None:  # noqa: ANN001
+    if not self._start_sync():
+        return
+    for bucket in self.buckets:
+        bucket.work.wait()
+        bucket.buffer.div_(self.world_size)
+        offset = 0
+        for p in bucket.params:  # the mistake: offset never advanced past each gradient
+            p.grad = bucket.buffer[offset : offset + p.numel()].view_as(p)
+        bucket.ready = [False] * len(bucket.params)
+        bucket.work = None
+    self._next = 0
+    self._end_sync()
+
+
 # -- lab06.3: ZeRO-3 ---------------------------------------------------------------------------
 def _free_without_resize(self, unit) -> None:  # noqa: ANN001
     if unit.state == GATHERING:
@@ -296,6 +311,8 @@ MUTANTS_LABS01_06: list[Mutant] = [
            _measure_accumulation_policy_ignored, r"not checkpointed by `policy`"),
     Mutant("lab05.3", "launch-before-ready", f"{_DDP}._grad_ready",
            _grad_ready_launch_on_last_slot, r"launched before all its gradients"),
+    Mutant("lab05.3", "offset-not-advanced", f"{_DDP}.finish_gradient_synchronization",
+           _bucketed_sync_offset_not_advanced, r"wrong bucket offset"),
     Mutant("lab06.3", "never-freed", "minitorch_dist.zero.stage3:ZeroStage3._free",
            _free_without_resize, r"never freed"),
     Mutant("lab06.4", "no-copy-back", "minitorch_dist.zero.offload:CpuOffloadAdam.step",

@@ -340,6 +340,36 @@ def test_bucket_state_is_reset_between_steps() -> None:
     assert launch(_double, 2) == [["ok"], ["ok"]]
 
 
+def _grad_offsets(rank: int, world_size: int) -> list[tuple[str, int, int, int]]:
+    """Per parameter after a synchronised step: name, bucket, where its .grad starts in the
+    bucket's buffer (elements), where its slot starts."""
+    torch.manual_seed(0)
+    model = TiedToy()
+    ddp = DataParallelBucket(model, bucket_cap_mb=0.002)  # a few buckets of several tensors
+    x = torch.zeros(2, 4, dtype=torch.long)
+    cross_entropy(ddp(x), x).backward()
+    names = {id(p): n for n, p in model.named_parameters()}
+    out = []
+    for b, bucket in enumerate(ddp.buckets):
+        size = bucket.buffer.element_size()
+        for i, p in enumerate(bucket.params):
+            start = (p.grad.data_ptr() - bucket.buffer.data_ptr()) // size
+            out.append((names[id(p)], b, start, bucket.offsets[i]))
+    return out
+
+
+@pytest.mark.lab05
+@pytest.mark.task("lab05.3")
+def test_each_grad_is_read_back_from_its_own_slot() -> None:
+    """Catches gradients read back from the wrong place of the bucket (an offset not advanced,
+    or another parameter's): after the sync each .grad is the view of its own slot."""
+    for name, b, start, offset in launch(_grad_offsets, 2)[0]:
+        assert start == offset, (
+            f"the gradient of {name} is read back from offset {start} of bucket {b}'s buffer, "
+            f"but its slot starts at offset {offset}: wrong bucket offset"
+        )
+
+
 # -- not graded: input checks and facts about torch ------------------------------------------
 def test_wrappers_need_a_process_group() -> None:
     """Catches a confusing failure deep inside torch when run outside launch."""
