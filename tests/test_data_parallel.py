@@ -238,26 +238,61 @@ def test_bucketed_no_sync_accumulates_then_syncs_once() -> None:
         assert [calls for calls, _ in r["steps"]] == [len(r["buckets"])] * STEPS
 
 
-def _events(rank: int, world_size: int) -> list[tuple[str, int]]:
+class RegisteredOutOfOrder(nn.Module):
+    """Two layers registered in the reverse of the order forward uses them: the gradients of
+    ``second`` arrive first, though the (reversed registration) bucket order puts it last."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.second = nn.Linear(8, 8)
+        self.first = nn.Linear(8, 8)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.second(torch.relu(self.first(x)))
+
+
+def _events(
+    rank: int, world_size: int, kind: str = "llama"
+) -> tuple[list[tuple[str, int]], list[list[int]]]:
+    """The timeline's events, and each bucket's parameters as indices of the "grad" events."""
     torch.manual_seed(0)
-    ddp = DataParallelBucket(Llama(LlamaConfig.from_preset("tiny")), bucket_cap_mb=0.02)
-    x, y = make_batches(256, 2 * world_size, SEQ, 1)[0]
-    ddp.timeline = Timeline()
-    cross_entropy(
-        ddp(batch_slice(x, rank, world_size)), batch_slice(y, rank, world_size)
-    ).backward()
-    return [(kind, i) for kind, i, _ in ddp.timeline.events if kind != "done"]
+    if kind == "llama":
+        ddp = DataParallelBucket(Llama(LlamaConfig.from_preset("tiny")), bucket_cap_mb=0.02)
+        x, y = make_batches(256, 2 * world_size, SEQ, 1)[0]
+        ddp.timeline = Timeline()
+        cross_entropy(
+            ddp(batch_slice(x, rank, world_size)), batch_slice(y, rank, world_size)
+        ).backward()
+    else:  # one bucket, its last slot's gradient arriving first
+        ddp = DataParallelBucket(RegisteredOutOfOrder(), bucket_cap_mb=None)
+        ddp.timeline = Timeline()
+        ddp(torch.randn(4, 8)).square().sum().backward()
+    index = {id(p): i for i, p in enumerate(ddp.params)}
+    members = [[index[id(p)] for p in bucket.params] for bucket in ddp.buckets]
+    return [(kind, i) for kind, i, _ in ddp.timeline.events if kind != "done"], members
 
 
 @pytest.mark.lab05
 @pytest.mark.task("lab05.3")
 def test_buckets_launch_during_backward_in_order() -> None:
-    """Catches all-reduces deferred to the end of backward (no overlap), or launched out of
-    order (ranks would pair different buckets): bucket 0 starts before the last gradient is
-    ready, buckets start as 0, 1, 2, ..., and the same way on every rank."""
+    """Catches all-reduces deferred to the end of backward (no overlap), launched out of order
+    (ranks would pair different buckets) or before all their gradients are in (also when the
+    gradients arrive in another order than the buckets'): bucket 0 starts before the last
+    gradient is ready, buckets start as 0, 1, 2, ..., and the same way on every rank."""
+    for events, members in launch(_events, 2, "out of order") + launch(_events, 2):
+        for k, (kind, b) in enumerate(events):
+            if kind == "launch":
+                arrived = {i for kind_before, i in events[:k] if kind_before == "grad"}
+                missing = [i for i in members[b] if i not in arrived]
+                assert not missing, (
+                    f"bucket {b} was launched before all its gradients were ready (parameters "
+                    f"{missing} had not arrived; gradients need not arrive in bucket order): "
+                    "its all-reduce sends zeros or stale values for them; launch a bucket only "
+                    "once every slot is filled"
+                )
     per_rank = launch(_events, 2)
     assert per_rank[0] == per_rank[1]
-    events = per_rank[0]
+    events, _ = per_rank[0]
     launches = [i for kind, i in events if kind == "launch"]
     assert launches == list(range(len(launches))) and len(launches) > 2
     last_grad = max(k for k, (kind, _) in enumerate(events) if kind == "grad")
@@ -303,6 +338,36 @@ def test_bucket_state_is_reset_between_steps() -> None:
     """Catches ready flags or handles left over from the previous step (the second backward
     would see every gradient 'arrive twice')."""
     assert launch(_double, 2) == [["ok"], ["ok"]]
+
+
+def _grad_offsets(rank: int, world_size: int) -> list[tuple[str, int, int, int]]:
+    """Per parameter after a synchronised step: name, bucket, where its .grad starts in the
+    bucket's buffer (elements), where its slot starts."""
+    torch.manual_seed(0)
+    model = TiedToy()
+    ddp = DataParallelBucket(model, bucket_cap_mb=0.002)  # a few buckets of several tensors
+    x = torch.zeros(2, 4, dtype=torch.long)
+    cross_entropy(ddp(x), x).backward()
+    names = {id(p): n for n, p in model.named_parameters()}
+    out = []
+    for b, bucket in enumerate(ddp.buckets):
+        size = bucket.buffer.element_size()
+        for i, p in enumerate(bucket.params):
+            start = (p.grad.data_ptr() - bucket.buffer.data_ptr()) // size
+            out.append((names[id(p)], b, start, bucket.offsets[i]))
+    return out
+
+
+@pytest.mark.lab05
+@pytest.mark.task("lab05.3")
+def test_each_grad_is_read_back_from_its_own_slot() -> None:
+    """Catches gradients read back from the wrong place of the bucket (an offset not advanced,
+    or another parameter's): after the sync each .grad is the view of its own slot."""
+    for name, b, start, offset in launch(_grad_offsets, 2)[0]:
+        assert start == offset, (
+            f"the gradient of {name} is read back from offset {start} of bucket {b}'s buffer, "
+            f"but its slot starts at offset {offset}: wrong bucket offset"
+        )
 
 
 # -- not graded: input checks and facts about torch ------------------------------------------

@@ -39,7 +39,12 @@ def test_mixed_adam_is_16_bytes_per_param() -> None:
 @pytest.mark.task("lab01.1")
 def test_fp32_grad_buffer_recipe_is_20_bytes_per_param() -> None:
     """Catches forgetting the fp32 gradient accumulation buffer (it is gradient memory)."""
-    assert model_state_bytes(1000, recipe="mixed_fp32_grads") == states(2000, 6000, 12000)
+    got = model_state_bytes(1000, recipe="mixed_fp32_grads")
+    assert got["grads"] == 6000, (
+        f"the fp32 gradient accumulation buffer is missing: grads are {got['grads'] / 1000:g} "
+        "bytes/param, expected 2 (16-bit grads) + 4 (the fp32 buffer) = 6"
+    )
+    assert got == states(2000, 6000, 12000)
 
 
 @pytest.mark.lab01
@@ -143,9 +148,13 @@ def test_tensor_and_sequence_parallel_forms() -> None:
     """Catches dividing the replicated 10sbh by t without sequence parallelism (Table 2)."""
     s, b, h, a, t = 2048, 1, 12288, 96, 8
     sbh = s * b * h
-    assert activation_bytes(micro_batch=b, tp=t, **GPT3) == 96 * (
-        10 * sbh + 24 * sbh // t + 5 * a * s * s * b // t
+    got = activation_bytes(micro_batch=b, tp=t, **GPT3)
+    want = 96 * (10 * sbh + 24 * sbh // t + 5 * a * s * s * b // t)
+    assert got != 96 * (34 * sbh + 5 * a * s * s * b) // t, (
+        "tp without sp divides all of 34sbh by t: the 10sbh of norms, dropout masks and block "
+        "inputs is replicated on every rank (only sp splits it); 24sbh/t of linear inputs is split"
     )
+    assert got == want
     assert activation_bytes(micro_batch=b, tp=t, sp=True, **GPT3) == 96 * (
         (34 * sbh + 5 * a * s * s * b) // t
     )

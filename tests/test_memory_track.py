@@ -113,7 +113,12 @@ def test_storage_resized_in_place_is_remeasured() -> None:
     model = nn.Linear(10, 10)
     with MemoryTracker(model) as tracker:
         model.weight.untyped_storage().resize_(0)
-        assert tracker.current()["params"] == 10 * F32  # the bias is left
+        got = tracker.current()["params"]
+        assert got == 10 * F32, (  # the bias is left
+            f"params hold {got} bytes after weight.untyped_storage().resize_(0), expected "
+            f"{10 * F32} (the bias): a storage resized in place (as ZeRO-3 frees its gathered "
+            "parameters) must be re-measured, not counted once at its first size"
+        )
         model.weight.untyped_storage().resize_(100 * F32)
         assert tracker.current()["params"] == 110 * F32
 

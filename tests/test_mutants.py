@@ -13,8 +13,10 @@ must contain.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import importlib
+import io
 import re
 import sys
 from collections.abc import Callable
@@ -29,7 +31,7 @@ from mutants_labs07_10 import MUTANTS_LABS07_10
 
 from minitorch_dist.comm import reduce_scatter_tensor
 from minitorch_dist.comm.ring import _exchange
-from minitorch_dist.grade import grade
+from minitorch_dist.grade import grade, task_of
 from minitorch_dist.planner.fit import rank_memory as _reference_rank_memory
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -195,3 +197,29 @@ def test_every_mutant_targets_the_reference_it_replaces() -> None:
     for mutant in ALL_MUTANTS:
         owner, name = _owner(mutant.target)
         assert callable(getattr(owner, name))
+
+
+class _GradedTasks:
+    """A pytest plugin that keeps the task id of every collected graded test."""
+
+    def __init__(self) -> None:
+        self.tasks: set[str] = set()
+
+    @pytest.hookimpl(trylast=True)  # after ``-m`` deselected the other labs' tests
+    def pytest_collection_modifyitems(self, items: list) -> None:
+        self.tasks |= {task for task in map(task_of, items) if task}
+
+
+def test_every_graded_task_of_labs_1_to_6_has_a_mutant() -> None:
+    """Catches a graded task of labs 1-6 (a ``@pytest.mark.task`` of a graded test) that no
+    mutant checks: its tests might pass a common wrong answer unnoticed."""
+    labs = [f"lab{i:02d}" for i in range(1, 7)]
+    plugin = _GradedTasks()
+    args = [str(ROOT / "tests"), "--collect-only", "-q", "-m", " or ".join(labs),
+            "-p", "no:cacheprovider", "--rootdir", str(ROOT), "-o", "addopts="]  # fmt: skip
+    with contextlib.redirect_stdout(io.StringIO()):
+        code = pytest.main(args, plugins=[plugin])
+    assert code == pytest.ExitCode.OK, f"collecting the graded tests of labs 1-6 failed ({code})"
+    assert {task.split(".")[0] for task in plugin.tasks} == set(labs), sorted(plugin.tasks)
+    missing = sorted(plugin.tasks - {m.task for m in ALL_MUTANTS})
+    assert not missing, f"graded tasks of labs 1-6 without a mutant: {missing}"

@@ -54,6 +54,17 @@ def random_fp32(n: int, seed: int) -> list[float]:
     return torch.cat([anything, near, special]).tolist()
 
 
+def kind(fields: Fields, name: str) -> str:
+    """What a decoder must do with ``fields``: names the rule a wrong decode broke."""
+    f = get_format(name)
+    if fields.exponent == 0:
+        return "a subnormal (exponent field 0): no implicit 1, value 0.m x 2^(1 - B)"
+    if fields.exponent == 2**f.exponent_bits - 1:
+        return ("the all-ones exponent: inf/NaN where the format has inf; in E4M3 only "
+                "s.1111.111 is NaN, the rest are normals")  # fmt: skip
+    return "a normal: value (1 + m / 2^M) x 2^(e - B)"
+
+
 @pytest.mark.lab02
 @pytest.mark.task("lab02.1")
 @pytest.mark.parametrize("name", ["fp8_e4m3", "fp8_e5m2"])
@@ -62,8 +73,12 @@ def test_every_fp8_pattern_decodes_like_torch(name: str) -> None:
     binade taken for inf/NaN (only s.1111.111 is NaN there)."""
     want = torch_bits_to_values(list(range(256)), name)
     for bits, value in enumerate(want):
-        got = decode(bits_to_fields(bits, name), name)
-        assert same(got, value), f"{name} pattern {bits:#04x}: decoded {got}, torch says {value}"
+        fields = bits_to_fields(bits, name)
+        got = decode(fields, name)
+        assert same(got, value), (
+            f"{name} pattern {bits:#04x}: decoded {got}, torch says {value}; it is "
+            f"{kind(fields, name)}"
+        )
 
 
 @pytest.mark.lab02
@@ -90,8 +105,12 @@ def test_random_16bit_patterns_decode_like_torch(name: str) -> None:
     patterns = torch.randint(0, 2**16, (SAMPLE,), generator=g).tolist()
     patterns += [0x0000, 0x8000, 0x0001, 0x03FF, 0x0400, 0x7BFF, 0x7C00, 0xFC00, 0x7C01, 0x7F80]
     for bits, value in zip(patterns, torch_bits_to_values(patterns, name)):
-        got = decode(bits_to_fields(bits, name), name)
-        assert same(got, value), f"{name} pattern {bits:#06x}: decoded {got}, torch says {value}"
+        fields = bits_to_fields(bits, name)
+        got = decode(fields, name)
+        assert same(got, value), (
+            f"{name} pattern {bits:#06x}: decoded {got}, torch says {value}; it is "
+            f"{kind(fields, name)}"
+        )
 
 
 @pytest.mark.lab02

@@ -69,7 +69,13 @@ def test_blockwise_is_per_tensor_applied_to_every_block(block: tuple, shape: tup
         for j in range(shape[1] // c):
             tile = x[i * r : (i + 1) * r, j * c : (j + 1) * c]
             want_q, want_s = reference(tile, E4M3)
-            torch.testing.assert_close(scales[i, j], want_s, rtol=1e-6, atol=0)
+            torch.testing.assert_close(
+                scales[i, j], want_s, rtol=1e-6, atol=0,
+                msg=f"scales[{i}, {j}] = {scales[i, j].item():g} is not the amax of its own "
+                f"({r}, {c}) tile / 448 (= {want_s.item():g}): tiles cut along the wrong axes "
+                "(a reshape to (m/r, r, n/c, c) needs no transpose; (m/r, n/c, r, c) does), or "
+                "one scale per row",
+            )  # fmt: skip
             got = q[i * r : (i + 1) * r, j * c : (j + 1) * c].float()
             torch.testing.assert_close(got, want_q.float(), rtol=2**-7, atol=0)
     x_hat = dequantize_blockwise(q, scales, block)

@@ -82,6 +82,22 @@ def test_growth_stops_before_fp32_overflow() -> None:
     assert scaler.get_scale() == 2.0**126
 
 
+@pytest.mark.lab02
+@pytest.mark.task("lab02.2")
+def test_an_overflow_restarts_the_count_of_good_steps() -> None:
+    """Catches an overflow that backs off S but keeps the good steps counted before it: S may
+    grow only after growth_interval good steps in a row (GradScaler's growth tracker)."""
+    scaler = DynamicLossScaler(init_scale=16.0, growth_interval=2)
+    for found_inf in (False, True, False):  # good, overflow (S = 8), good
+        scaler.update(found_inf)
+    assert scaler.get_scale() == 8.0, (
+        f"S = {scaler.get_scale()} after a good step, an overflow and a good step with "
+        "growth_interval=2, expected 8: an overflow must restart the count of good steps"
+    )
+    scaler.update(False)  # the second good step in a row
+    assert scaler.get_scale() == 16.0
+
+
 def test_validation() -> None:
     """Catches nonsense settings, and update() called with nothing to go by."""
     with pytest.raises(ValueError, match="growth_factor must be > 1"):

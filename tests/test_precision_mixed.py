@@ -92,7 +92,10 @@ def test_loss_scaler_unscales_in_fp32_and_skips_overflow() -> None:
     momentum = opt.optimizer.state[opt.pairs[0][1]]["momentum_buffer"].clone()
     ours[0].grad = torch.full(ours[0].shape, math.inf, dtype=torch.float16)
     ours[1].grad = torch.ones(5, dtype=torch.float16)
-    assert opt.step() is False
+    assert opt.step() is False, (
+        "a step with an inf gradient must be skipped: step() returned True (the optimizer ran "
+        "on inf/NaN gradients)"
+    )
     assert scaler.get_scale() == 2.0**15
     assert all(torch.equal(m, b) for (_, m), b in zip(opt.pairs, before))
     assert torch.equal(opt.optimizer.state[opt.pairs[0][1]]["momentum_buffer"], momentum)

@@ -163,7 +163,10 @@ def test_dropout_masks_are_replayed_in_the_recomputation() -> None:
     w.grad = x.grad = None
     torch.manual_seed(1)
     checkpoint(f, x).square().sum().backward()
-    assert torch.equal(w.grad, dw_ref) and torch.equal(x.grad, dx_ref)
+    assert torch.equal(w.grad, dw_ref) and torch.equal(x.grad, dx_ref), (
+        "the gradients differ from the uncheckpointed ones: the recomputation drew new dropout "
+        "masks; set the RNG state saved in forward back before rerunning f (inside fork_rng)"
+    )
 
 
 @pytest.mark.lab03
@@ -304,7 +307,10 @@ def test_custom_policy_and_removal() -> None:
         return isinstance(module, (Block, AttentionCore))
 
     names = assert_same_step(model, blocks_and_cores, batch)
-    assert names == [f"layers.{i}" for i in range(TINY.layers)]  # cores sit inside blocks
+    assert names == [f"layers.{i}" for i in range(TINY.layers)], (  # cores sit inside blocks
+        f"wrapped {names}: a module inside one already wrapped (each block's attention core) "
+        "must not be wrapped again, its forward would run three times"
+    )
     assert remove_activation_checkpointing(model) == names
     assert checkpointed_modules(model) == []
     assert "forward" not in vars(model.layers[0])
@@ -322,17 +328,24 @@ def test_policy_validation() -> None:
 
 
 # -- lab03.3: selective recomputation -------------------------------------------------------
+PICK_THE_CORE = ("the selective policy must pick only the attention core of each block (an "
+                 "AttentionCore), not the attention with its projections nor the block")  # fmt: skip
+
+
 @pytest.mark.lab03
 @pytest.mark.task("lab03.3")
 def test_selective_policy_wraps_only_the_attention_cores() -> None:
     """Catches a selective policy that wraps whole blocks or attention with its projections."""
-    assert selective_policy("layers.0.attn.core", AttentionCore())
-    assert not selective_policy("layers.0", Block(TINY))
+    assert selective_policy("layers.0.attn.core", AttentionCore()), PICK_THE_CORE
+    assert not selective_policy("layers.0", Block(TINY)), PICK_THE_CORE
     torch.manual_seed(0)
     model = Llama(TINY)
     batch = synthetic_batch(TINY.vocab_size, 2, 32)
-    names = assert_same_step(model, "selective", batch)
-    assert names == [f"layers.{i}.attn.core" for i in range(TINY.layers)]
+    names = assert_same_step(model, selective_policy, batch)
+    assert names == [f"layers.{i}.attn.core" for i in range(TINY.layers)], (
+        f"the selective policy picked {names}: it must pick only the attention core of each "
+        "block (softmax(qk^T / sqrt(d)) v), not the attention with its projections nor the block"
+    )
 
 
 @pytest.mark.lab03
@@ -340,7 +353,7 @@ def test_selective_policy_wraps_only_the_attention_cores() -> None:
 def test_selective_removes_exactly_the_attention_matrices() -> None:
     """Catches a selective policy that keeps the (s x s) probabilities of unfused attention, or
     that recomputes more than the core: stored bytes must match the closed forms exactly."""
-    assert selective_policy("layers.1.attn.core", AttentionCore())
+    assert selective_policy("layers.1.attn.core", AttentionCore()), PICK_THE_CORE
     seq, b = 64, 2
     fused = llama_activation_bytes(TINY, seq_len=seq, micro_batch=b, dtype_bytes=F32,
                                    recompute="selective")  # fmt: skip

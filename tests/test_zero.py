@@ -264,7 +264,11 @@ def test_stage3_frees_whole_parameters_after_backward():
     """Catches gathered parameters that are never freed: after backward every unit's full
     buffer is empty and no whole gradient is left."""
     out = launch(_held, 2, 3, False)[0]
-    assert out["full_params"] == 0 and out["grads_alive"] == 0
+    assert out["full_params"] == 0, (
+        f"after backward the units' full buffers still hold {out['full_params']} bytes: the "
+        "gathered parameters were never freed (resize full's storage to 0)"
+    )
+    assert out["grads_alive"] == 0
 
 
 # -- lab06.3: the next unit is prefetched --------------------------------------------------
@@ -331,7 +335,17 @@ def test_bytes_sent_per_step_are_2_or_3_psi(stage, world_size):
 @pytest.mark.parametrize(("stage", "world_size"), [(1, 2), (2, 4), (2, 8), (3, 4)])
 def test_offload_matches_single_process_adam(stage, world_size):
     """Catches an update that never reaches the device's parameters, or one applied twice."""
-    _check(compare_with_reference(stage, world_size, offload=True, **TOY))
+    result = compare_with_reference(stage, world_size, offload=True, **TOY)
+    torch.manual_seed(0)  # compare_with_reference's seed: the initial parameters
+    initial = {n: p.detach() for n, p in TiedToy().named_parameters() if p.requires_grad}
+    unchanged = [
+        n for n, w in result["zero"].items() if n in initial and torch.equal(w, initial[n])
+    ]
+    assert not unchanged, (
+        f"parameters {unchanged} never moved: the update stayed on the CPU masters (copy them "
+        "back into the device's shards after Adam's step)"
+    )
+    _check(result)
 
 
 @pytest.mark.lab06
