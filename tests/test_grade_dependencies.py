@@ -21,7 +21,9 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_needs_first_reads_the_raised_stub_not_its_source_line() -> None:
-    pytest_text = 'def f():\n>   raise NotImplementedError("lab06.2: b")\nE   NotImplementedError: lab06.1: a'
+    pytest_text = (
+        'def f():\n>   raise NotImplementedError("lab06.2: b")\nE   NotImplementedError: lab06.1: a'
+    )
     assert needs_first("lab06.2", pytest_text) == (
         "needs lab06.1 first (its stub raised NotImplementedError)"
     )
