@@ -7,12 +7,16 @@ CommCounter: one reduce-scatter and one all-gather, ``2 (n - 1) / n * S`` bytes 
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import torch
+import torch.distributed as dist
 
 from minitorch_dist import launch
 from minitorch_dist.comm import CommCounter, collective_bytes
 from minitorch_dist.comm.halves import all_reduce_by_halves
+from minitorch_dist.launcher import RankError, RankTimeoutError
 
 
 def _rank_tensor(rank: int, world_size: int) -> torch.Tensor:
@@ -69,3 +73,26 @@ def _indivisible(rank: int, world_size: int) -> str:
 def test_all_reduce_by_halves_rejects_uneven_chunks() -> None:
     """Not graded (the input check is given): 5 elements do not cut into 2 equal chunks."""
     assert "divisible by the world size 2" in launch(_indivisible, 2)[0]
+
+
+def _raises_on_rank_1(rank: int, world_size: int) -> None:
+    if rank == 1:
+        raise ValueError("on purpose")
+    dist.all_reduce(torch.ones(1))
+
+
+def _rank_1_skips(rank: int, world_size: int) -> None:
+    if rank != 1:
+        dist.all_reduce(torch.ones(1))
+
+
+def test_launch_errors_print_no_machine_paths() -> None:
+    """Not graded: lab 0 shows these errors on purpose, and the book must not print the build
+    machine's paths (the repository's, site-packages', a kernel's temporary cell file)."""
+    root = str(Path(__file__).resolve().parent.parent)
+    for fn, error in ((_raises_on_rank_1, RankError), (_rank_1_skips, RankTimeoutError)):
+        with pytest.raises(error) as caught:
+            launch(fn, 2, timeout=3)
+        text = str(caught.value)
+        assert 'File "' in text, text  # the frames are still there
+        assert root not in text and "/site-packages/" not in text, text
