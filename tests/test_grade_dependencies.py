@@ -104,5 +104,5 @@ def test_an_edition_with_lab06_2_written_but_not_lab06_1(tmp_path: Path) -> None
     tests = report["tests"]
     assert tests and all(t["status"] == "failed" for t in tests)
     needs = [t for t in tests if t["output"].startswith("needs lab06.1 first")]
-    assert needs, "\n".join(t["output"].splitlines()[0] for t in tests)
-    assert "needs lab06.1 first" in run.stdout
+    assert len(needs) == len(tests), "\n".join(t["output"].splitlines()[0] for t in tests)
+    assert f"0/{len(tests)}  needs lab06.1 first" in run.stdout  # the task's row in the table
