@@ -39,7 +39,7 @@ def test_needs_first_reads_the_raised_stub_not_its_source_line() -> None:
 def test_the_score_table_and_results_json_name_the_task_needed_first(tmp_path: Path) -> None:
     """Task lab07.2's test calls lab07.1's unwritten stub: its row says what to do first."""
     (tmp_path / "tests").mkdir()
-    (tmp_path / "tests" / "test_x.py").write_text(
+    (tmp_path / "tests" / "test_synthetic_needs_first.py").write_text(
         textwrap.dedent(
             """
             import pytest
