@@ -24,6 +24,8 @@ Gradescope's autograder format (https://gradescope-autograders.readthedocs.io/en
 In graded tests (tests/conftest.py) every collective times out after a few seconds
 (``$MINITORCH_DIST_COLLECTIVE_TIMEOUT``), and once a test of a task deadlocked, that task's other
 tests fail at once without running, so a deadlocked lab still grades in a minute or two.
+A test that fails because another task's stub raised (lab06.2's tests before lab06.1 is written) is
+reported as "needs lab06.1 first", in its row of the table and in results.json (grade_report.py).
 """
 
 from __future__ import annotations
