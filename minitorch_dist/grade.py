@@ -24,6 +24,8 @@ Gradescope's autograder format (https://gradescope-autograders.readthedocs.io/en
 In graded tests (tests/conftest.py) every collective times out after a few seconds
 (``$MINITORCH_DIST_COLLECTIVE_TIMEOUT``), and once a test of a task deadlocked, that task's other
 tests fail at once without running, so a deadlocked lab still grades in a minute or two.
+A test that fails because another task's stub raised (lab06.2's tests before lab06.1 is written) is
+reported as "needs lab06.1 first", in its row of the table and in results.json (grade_report.py).
 """
 
 from __future__ import annotations
@@ -42,11 +44,14 @@ from typing import Any
 
 import pytest
 
+from .grade_report import TestResult, _cap, _one_line, gradescope_json, needs_first
+
 __all__ = [
     "LAB_MARKER",
     "TASK_ID",
     "TestResult",
     "grade",
+    "gradescope_json",
     "lab_of",
     "main",
     "select_tasks",
@@ -56,16 +61,6 @@ __all__ = [
 
 LAB_MARKER = re.compile(r"^lab\d\d$")
 TASK_ID = re.compile(r"^(lab\d\d)\.\d+$")
-
-
-@dataclass
-class TestResult:
-    lab: str
-    name: str
-    status: str  # "passed" | "failed" | "skipped"
-    output: str = ""
-    task: str = ""
-    reason: str = ""  # one line: why it failed or was skipped
 
 
 def lab_of(item: Any) -> str | None:
@@ -141,6 +136,7 @@ class _Collector:
         if report.failed:
             crash = getattr(report.longrepr, "reprcrash", None)  # the exception's own line
             reason = _one_line(crash.message if crash is not None else str(report.longrepr))
+            reason = needs_first(task, report.longreprtext) or reason
             text = _cap(report.longreprtext)
             output = f"{reason}\n\n{text}"
             self.results[report.nodeid] = TestResult(
@@ -155,21 +151,6 @@ class _Collector:
             )
         elif report.when == "call" and report.passed and previous is None:
             self.results[report.nodeid] = TestResult(lab, report.nodeid, "passed", "", task)
-
-
-def _one_line(text: str, limit: int = 300) -> str:
-    """The first line of an exception's text, shortened: the reason shown in the terminal."""
-    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
-    line = lines[0] if lines else "failed"
-    return line if len(line) <= limit else line[: limit - 3] + "..."
-
-
-def _cap(text: str, head: int = 2000, tail: int = 8000) -> str:
-    """A traceback's start and end (where the exception is), at most about 10,000 characters."""
-    if len(text) <= head + tail:
-        return text
-    cut = len(text) - head - tail
-    return f"{text[:head]}\n... ({cut} characters cut) ...\n{text[-tail:]}"
 
 
 def grade(
@@ -235,73 +216,6 @@ class _Progress:
         if result is not None:
             mark = {"passed": ".", "failed": "F", "skipped": "s"}[result.status]
             print(mark, end="", file=sys.stderr, flush=True)
-
-
-def _score(results: list[TestResult]) -> tuple[int, int, int, int]:
-    p = sum(r.status == "passed" for r in results)
-    f = sum(r.status == "failed" for r in results)
-    return p, f, sum(r.status == "skipped" for r in results), p + f
-
-
-def _table(results: list[TestResult]) -> str:
-    """Labs, each followed by its tasks (indented): passed, failed, skipped, score."""
-    rows = [f"{'lab / task':<12}{'passed':>8}{'failed':>8}{'skipped':>9}{'score':>10}"]
-    for lab in sorted({r.lab for r in results}):
-        mine = [r for r in results if r.lab == lab]
-        p, f, s, n = _score(mine)
-        rows.append(f"{lab:<12}{p:>8}{f:>8}{s:>9}{f'{p}/{n}':>10}")
-        for task in sorted({r.task for r in mine}, key=_task_key):
-            p, f, s, n = _score([r for r in mine if r.task == task])
-            rows.append(f"{'  ' + task:<12}{p:>8}{f:>8}{s:>9}{f'{p}/{n}':>10}")
-    p, f, s, n = _score(results)
-    rows.append(f"{'total':<12}{p:>8}{f:>8}{s:>9}{f'{p}/{n}':>10}")
-    return "\n".join(rows)
-
-
-def _task_key(task: str) -> tuple:
-    lab, _, k = task.partition(".")
-    return (lab, int(k) if k.isdigit() else 10**6)
-
-
-def _failure_key(group: tuple[tuple[str, str], list[str]]) -> tuple:
-    (task, reason), _ = group
-    return (_task_key(task), "not run: " in reason)  # a task's own failure before its not-runs
-
-
-def _failures(results: list[TestResult]) -> str:
-    """One line per failed test (task, name, reason); tests of a task that failed for the same
-    reason (a deadlocked task's tests not run) share one line."""
-    groups: dict[tuple[str, str], list[str]] = {}
-    for r in results:
-        if r.status == "failed":
-            groups.setdefault((r.task, r.reason), []).append(r.name.split("::")[-1])
-    lines = []
-    for (task, reason), names in sorted(groups.items(), key=_failure_key):
-        who = names[0] if len(names) == 1 else f"{len(names)} tests ({names[0]}, ...)"
-        lines.append(f"{task} FAILED {who}: {reason}")
-    return "\n".join(lines)
-
-
-def gradescope_json(results: list[TestResult], seconds: float) -> dict:
-    """Gradescope's results.json: one entry per graded test, one point each, named by task."""
-    tests = []
-    for r in results:
-        entry = {"name": r.name, "number": r.task or r.lab, "output": r.output,
-                 "visibility": "visible"}  # fmt: skip
-        if r.status == "skipped":
-            entry.update(score=0, max_score=0, status="passed", output=f"skipped: {r.output}")
-        else:
-            passed = r.status == "passed"
-            entry.update(score=int(passed), max_score=1, status="passed" if passed else "failed")
-        tests.append(entry)
-    failures = _failures(results)
-    return {
-        "score": sum(t["score"] for t in tests),
-        "execution_time": round(seconds),
-        "output": _table(results) + ("\n\n" + failures if failures else ""),
-        "stdout_visibility": "visible",
-        "tests": tests,
-    }
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -295,6 +295,27 @@ def _timed_out(rep: _Report) -> str:
     return f"\nrank {rep.rank} was stuck at:\n    {where}\n  {rep.exc_type}: {rep.message}"
 
 
+_REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+_FILE = re.compile(r'File "([^"]+)"')
+
+
+def _short_paths(text: str) -> str:
+    """File names in an error message without this machine's paths: ``site-packages/torch/...``,
+    ``minitorch_dist/...`` (relative to the repository), ``<notebook cell>`` for a kernel's cell."""
+
+    def short(match: re.Match) -> str:
+        name = match.group(1)
+        if re.search(r"/ipykernel_\d+/\d+\.py$", name):
+            return 'File "<notebook cell>"'
+        if "/site-packages/" in name:
+            return f'File "site-packages/{name.split("/site-packages/", 1)[1]}"'
+        if name.startswith(_REPO):
+            return f'File "{name[len(_REPO) :]}"'
+        return match.group(0)
+
+    return _FILE.sub(short, text)
+
+
 def _death(p: Any) -> str:
     code = p.exitcode
     return f"process exited with code {code} without reporting" + (
@@ -335,9 +356,11 @@ def _raise_if_failed(
         others = sorted(rep.rank for rep in failed if rep is not root)
         also = f" (then ranks {others} failed too)" if others else ""
         raise RankError(
-            f"rank {root.rank} of {world_size} failed with {root.exc_type}: "
-            f"{root.message}{also}\n\n--- traceback of rank {root.rank} ---\n"
-            f"{root.traceback_text}",
+            _short_paths(
+                f"rank {root.rank} of {world_size} failed with {root.exc_type}: "
+                f"{root.message}{also}\n\n--- traceback of rank {root.rank} ---\n"
+                f"{root.traceback_text}"
+            ),
             rank=root.rank,
             exc_type=root.exc_type,
             traceback_text=root.traceback_text,
@@ -346,12 +369,14 @@ def _raise_if_failed(
         stuck = sorted(set(unfinished) | {rep.rank for rep in failed})
         done = sorted(set(range(world_size)) - set(stuck))
         raise RankTimeoutError(
-            f"ranks {stuck} of {world_size} did not finish within timeout={timeout:g} s"
-            f"{_collective_note(timeout)} (finished: {done}). A rank waiting in a collective that another rank never "
-            "called looks like this; check that every rank calls the same collectives in the "
-            "same order."
-            + "".join(_where(r, stacks[r]) for r in unfinished)
-            + "".join(_timed_out(rep) for rep in sorted(failed, key=lambda rep: rep.rank)),
+            _short_paths(
+                f"ranks {stuck} of {world_size} did not finish within timeout={timeout:g} s"
+                f"{_collective_note(timeout)} (finished: {done}). A rank waiting in a collective that another rank never "
+                "called looks like this; check that every rank calls the same collectives in the "
+                "same order."
+                + "".join(_where(r, stacks[r]) for r in unfinished)
+                + "".join(_timed_out(rep) for rep in sorted(failed, key=lambda rep: rep.rank))
+            ),
             ranks=stuck,
         )
 
