@@ -26,6 +26,7 @@ import pytest
 import torch
 import torch.distributed as dist
 from mutants_common import Mutant
+from mutants_lab00 import MUTANTS_LAB00
 from mutants_labs01_06 import MUTANTS_LABS01_06
 from mutants_labs07_10 import MUTANTS_LABS07_10
 
@@ -167,7 +168,7 @@ def _owner(target: str) -> tuple[object, str]:
     return owner, name
 
 
-ALL_MUTANTS = [*MUTANTS, *MUTANTS_LABS01_06, *MUTANTS_LABS07_10]
+ALL_MUTANTS = [*MUTANTS_LAB00, *MUTANTS, *MUTANTS_LABS01_06, *MUTANTS_LABS07_10]
 
 
 @pytest.mark.parametrize("mutant", ALL_MUTANTS, ids=lambda m: f"{m.task}-{m.mistake}")
@@ -210,16 +211,16 @@ class _GradedTasks:
         self.tasks |= {task for task in map(task_of, items) if task}
 
 
-def test_every_graded_task_of_labs_1_to_6_has_a_mutant() -> None:
-    """Catches a graded task of labs 1-6 (a ``@pytest.mark.task`` of a graded test) that no
-    mutant checks: its tests might pass a common wrong answer unnoticed."""
-    labs = [f"lab{i:02d}" for i in range(1, 7)]
+def test_every_graded_task_has_a_mutant() -> None:
+    """Catches a graded task (a ``@pytest.mark.task`` of a graded test) that no mutant checks:
+    its tests might pass a common wrong answer unnoticed."""
+    labs = [f"lab{i:02d}" for i in range(0, 12)]
     plugin = _GradedTasks()
     args = [str(ROOT / "tests"), "--collect-only", "-q", "-m", " or ".join(labs),
             "-p", "no:cacheprovider", "--rootdir", str(ROOT), "-o", "addopts="]  # fmt: skip
     with contextlib.redirect_stdout(io.StringIO()):
         code = pytest.main(args, plugins=[plugin])
-    assert code == pytest.ExitCode.OK, f"collecting the graded tests of labs 1-6 failed ({code})"
+    assert code == pytest.ExitCode.OK, f"collecting the graded tests failed ({code})"
     assert {task.split(".")[0] for task in plugin.tasks} == set(labs), sorted(plugin.tasks)
     missing = sorted(plugin.tasks - {m.task for m in ALL_MUTANTS})
-    assert not missing, f"graded tasks of labs 1-6 without a mutant: {missing}"
+    assert not missing, f"graded tasks without a mutant: {missing}"
