@@ -21,18 +21,15 @@ from __future__ import annotations
 import faulthandler
 import io
 import os
-import re
 import shutil
 import signal
 import socket
-import subprocess
 import sys
 import tempfile
 import time
 import traceback
 import warnings
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from datetime import timedelta
 from multiprocessing import connection
 from typing import Any
@@ -42,6 +39,17 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 from minitorch_dist.checks import check_int
+from minitorch_dist.launch_report import (
+    COLLECTIVE_TIMEOUT_ENV,
+    LaunchError,
+    RankError,
+    RankTimeoutError,
+    _collective_timeout,
+    _death,
+    _raise_if_failed,
+    _Report,
+)
+from minitorch_dist.launch_torchrun import _run_in_torchrun, torchrun, under_torchrun
 
 __all__ = [
     "COLLECTIVE_TIMEOUT_ENV",
@@ -53,63 +61,7 @@ __all__ = [
     "under_torchrun",
 ]
 
-# Errors a rank raises only because another rank went away first: never the root cause.
-_VICTIM = re.compile(
-    r"Connection closed by peer|Connection reset|Broken pipe|EOF|closed by remote|"
-    r"Socket Timeout|ECONNRESET|Transport endpoint",
-    re.IGNORECASE,
-)
-_TIMEOUT = re.compile(r"timed out|timeout", re.IGNORECASE)
-# Errors the backend raises when a peer is gone or a wait expires; any other type (a
-# NotImplementedError whose task mentions a timeout, a ValueError, an AssertionError) is the
-# rank's own failure, whatever its message says.
-_BACKEND_ERRORS = frozenset(
-    {"RuntimeError", "DistError", "DistBackendError", "DistNetworkError", "DistStoreError",
-     "ConnectionError", "ConnectionResetError", "BrokenPipeError", "EOFError"}
-)  # fmt: skip
 _GRACE_S = 3.0  # after the first failure, how long the other ranks get to report theirs
-# Caps every collective's (process group's) timeout, in seconds, when set: the graded tests set
-# it (tests/conftest.py) so that a collective that cannot complete fails in seconds, not minutes.
-COLLECTIVE_TIMEOUT_ENV = "MINITORCH_DIST_COLLECTIVE_TIMEOUT"
-_OUTPUT_LINES = 30  # lines of a dead rank's own output (gloo's message) quoted in the error
-
-
-class LaunchError(RuntimeError):
-    """A launch of emulated ranks failed."""
-
-
-class RankError(LaunchError):
-    """A rank raised. ``rank`` is the root cause; ``traceback_text`` is that rank's traceback."""
-
-    def __init__(self, message: str, rank: int, exc_type: str, traceback_text: str) -> None:
-        super().__init__(message)
-        self.rank = rank
-        self.exc_type = exc_type
-        self.traceback_text = traceback_text
-
-
-class RankTimeoutError(LaunchError, TimeoutError):
-    """Ranks did not finish within the timeout: usually a collective that not every rank called."""
-
-    def __init__(self, message: str, ranks: list[int]) -> None:
-        super().__init__(message)
-        self.ranks = ranks
-
-
-@dataclass
-class _Report:
-    rank: int
-    ok: bool
-    value: Any = None
-    exc_type: str = ""
-    message: str = ""
-    traceback_text: str = ""
-    at: float = 0.0  # time.monotonic() when the exception was caught (shared clock after fork)
-
-
-def under_torchrun() -> bool:
-    """True inside a process started by torchrun (or any launcher that sets RANK/WORLD_SIZE)."""
-    return all(k in os.environ for k in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"))
 
 
 def launch(
@@ -275,112 +227,6 @@ def _dump_stacks(procs: list) -> None:
         time.sleep(0.3)
 
 
-def _where(rank: int, log: str) -> str:
-    """The user frames of a stuck rank's faulthandler dump (addresses dropped: output stays stable)."""
-    frames = [
-        line.strip()
-        for line in log.splitlines()
-        if line.startswith("  File ") and "multiprocessing" not in line
-    ]
-    return f"\nrank {rank} was stuck at:\n    " + "\n    ".join(frames[:6]) if frames else ""
-
-
-def _timed_out(rep: _Report) -> str:
-    """Where a rank whose collective timed out was waiting, and the backend's message."""
-    frames = [
-        line.strip() for line in rep.traceback_text.splitlines() if line.startswith("  File ")
-    ]
-    frames = [f for f in frames if "torch/distributed" not in f][-4:]
-    where = "\n    ".join(frames)
-    return f"\nrank {rep.rank} was stuck at:\n    {where}\n  {rep.exc_type}: {rep.message}"
-
-
-_REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
-_FILE = re.compile(r'File "([^"]+)"')
-
-
-def _short_paths(text: str) -> str:
-    """File names in an error message without this machine's paths: ``site-packages/torch/...``,
-    ``minitorch_dist/...`` (relative to the repository), ``<notebook cell>`` for a kernel's cell."""
-
-    def short(match: re.Match) -> str:
-        name = match.group(1)
-        if re.search(r"/ipykernel_\d+/\d+\.py$", name):
-            return 'File "<notebook cell>"'
-        if "/site-packages/" in name:
-            return f'File "site-packages/{name.split("/site-packages/", 1)[1]}"'
-        if name.startswith(_REPO):
-            return f'File "{name[len(_REPO) :]}"'
-        return match.group(0)
-
-    return _FILE.sub(short, text)
-
-
-def _death(p: Any) -> str:
-    code = p.exitcode
-    return f"process exited with code {code} without reporting" + (
-        f" (signal {-code})" if code is not None and code < 0 else ""
-    )
-
-
-def _is_victim_or_timeout(rep: _Report) -> bool:
-    """Whether a rank failed only because another rank went away or a backend wait expired."""
-    if rep.exc_type not in _BACKEND_ERRORS:
-        return False
-    return bool(_VICTIM.search(rep.message) or _TIMEOUT.search(rep.message))
-
-
-def _raise_if_failed(
-    reports: dict[int, _Report],
-    unfinished: list[int],
-    world_size: int,
-    timeout: float,
-    stacks: list[str],
-    output: list[str],
-) -> None:
-    for rep in reports.values():  # a rank killed by a signal: its own last words say why
-        if rep.exc_type == "ProcessDied" and output[rep.rank].strip():
-            last = output[rep.rank].rstrip().splitlines()[-_OUTPUT_LINES:]
-            said = output[rep.rank].split("Fatal Python error")[0].strip().splitlines()
-            if said:  # what it printed before faulthandler's stack dump
-                rep.message += " | its output ended with: " + " / ".join(
-                    x.strip() for x in said[-3:]
-                )
-            rep.traceback_text += f"--- last lines of rank {rep.rank}'s output ---\n"
-            rep.traceback_text += "\n".join(last) + "\n"
-    failed = [rep for rep in reports.values() if not rep.ok]
-    # A crash is a failure that is neither a timeout nor a victim of another rank going away.
-    crashes = [rep for rep in failed if not _is_victim_or_timeout(rep)]
-    if crashes:
-        root = min(crashes, key=lambda rep: (rep.at, rep.rank))
-        others = sorted(rep.rank for rep in failed if rep is not root)
-        also = f" (then ranks {others} failed too)" if others else ""
-        raise RankError(
-            _short_paths(
-                f"rank {root.rank} of {world_size} failed with {root.exc_type}: "
-                f"{root.message}{also}\n\n--- traceback of rank {root.rank} ---\n"
-                f"{root.traceback_text}"
-            ),
-            rank=root.rank,
-            exc_type=root.exc_type,
-            traceback_text=root.traceback_text,
-        )
-    if unfinished or failed:
-        stuck = sorted(set(unfinished) | {rep.rank for rep in failed})
-        done = sorted(set(range(world_size)) - set(stuck))
-        raise RankTimeoutError(
-            _short_paths(
-                f"ranks {stuck} of {world_size} did not finish within timeout={timeout:g} s"
-                f"{_collective_note(timeout)} (finished: {done}). A rank waiting in a collective that another rank never "
-                "called looks like this; check that every rank calls the same collectives in the "
-                "same order."
-                + "".join(_where(r, stacks[r]) for r in unfinished)
-                + "".join(_timed_out(rep) for rep in sorted(failed, key=lambda rep: rep.rank))
-            ),
-            ranks=stuck,
-        )
-
-
 def _child(
     fn: Callable[..., Any],
     rank: int,
@@ -459,17 +305,6 @@ def _child(
     conn.close()
 
 
-def _collective_timeout(timeout: float) -> float:
-    """The process group's timeout: the launch's, capped by $MINITORCH_DIST_COLLECTIVE_TIMEOUT."""
-    cap = os.environ.get(COLLECTIVE_TIMEOUT_ENV)
-    return min(timeout, float(cap)) if cap else timeout
-
-
-def _collective_note(timeout: float) -> str:
-    limit = _collective_timeout(timeout)
-    return f", each collective within {limit:g} s" if limit < timeout else ""
-
-
 def _read(path: str) -> str:
     if not os.path.exists(path):
         return ""
@@ -486,63 +321,3 @@ def _relay(output: list[str], shown: list[int]) -> None:
             text = "".join(f"[rank {r}] {line}" for line in text.splitlines(keepends=True))
         print(text, end="" if text.endswith("\n") else "\n")
     sys.stdout.flush()
-
-
-def _run_in_torchrun(
-    fn: Callable[..., Any], world_size: int, args: tuple, timeout: float
-) -> list[Any]:
-    """Inside torchrun: this process is one rank. NCCL when each local rank has its own GPU."""
-    env_world = int(os.environ["WORLD_SIZE"])
-    if world_size != env_world:
-        raise ValueError(f"world_size={world_size} but torchrun started {env_world} processes")
-    rank, local_rank = int(os.environ["RANK"]), int(os.environ.get("LOCAL_RANK", 0))
-    local_world = int(os.environ.get("LOCAL_WORLD_SIZE", env_world))
-    use_nccl = torch.cuda.is_available() and torch.cuda.device_count() >= local_world
-    if use_nccl:
-        torch.cuda.set_device(local_rank)
-    created = not dist.is_initialized()
-    if created:
-        dist.init_process_group(
-            "nccl" if use_nccl else "gloo",
-            timeout=timedelta(seconds=timeout),
-            **({"device_id": torch.device("cuda", local_rank)} if use_nccl else {}),
-        )
-    value = fn(rank, world_size, *args)
-    results: list[Any] = [None] * world_size
-    dist.all_gather_object(results, value)
-    if created:
-        dist.destroy_process_group()
-    return results
-
-
-def torchrun(
-    script: str,
-    nproc: int,
-    *script_args: str,
-    nnodes: int = 1,
-    timeout: float = 600.0,
-    echo: bool = True,
-) -> str:
-    """Run ``torchrun --standalone --nproc_per_node=nproc script args`` and relay its output.
-
-    The GPU path from a notebook (where fork is impossible once CUDA is initialised) and the
-    exact command a user types on a cluster. Returns the combined output; a non-zero exit
-    raises ``LaunchError`` carrying the output's tail.
-    """
-    if nproc < 1:
-        raise ValueError(f"nproc must be >= 1, got {nproc}")
-    if nnodes != 1:
-        raise ValueError("torchrun() from Python runs one node; for several, see the README")
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone"]
-    cmd += [f"--nproc_per_node={nproc}", script, *script_args]
-    env = dict(os.environ, OMP_NUM_THREADS=os.environ.get("OMP_NUM_THREADS", "1"))
-    try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
-    except subprocess.TimeoutExpired as e:
-        raise RankTimeoutError(f"torchrun did not finish within {timeout:g} s", ranks=[]) from e
-    out = proc.stdout + proc.stderr
-    if echo:
-        print(proc.stdout, end="")
-    if proc.returncode != 0:
-        raise LaunchError(f"torchrun exited with code {proc.returncode}:\n{out[-4000:]}")
-    return out

@@ -1,0 +1,185 @@
+"""How a launch of emulated ranks fails: the errors, and the report built from what each rank said.
+
+The root cause is the rank that raised first with an error of its own (not a victim that saw a
+peer's connection close, nor a backend wait that expired); a launch where ranks got stuck names
+each stuck rank and the line it waited on. Machine paths are shortened so that a notebook's
+stored error output is the same on every machine.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from typing import Any
+
+# Errors a rank raises only because another rank went away first: never the root cause.
+_VICTIM = re.compile(
+    r"Connection closed by peer|Connection reset|Broken pipe|EOF|closed by remote|"
+    r"Socket Timeout|ECONNRESET|Transport endpoint",
+    re.IGNORECASE,
+)
+_TIMEOUT = re.compile(r"timed out|timeout", re.IGNORECASE)
+# Errors the backend raises when a peer is gone or a wait expires; any other type (a
+# NotImplementedError whose task mentions a timeout, a ValueError, an AssertionError) is the
+# rank's own failure, whatever its message says.
+_BACKEND_ERRORS = frozenset(
+    {"RuntimeError", "DistError", "DistBackendError", "DistNetworkError", "DistStoreError",
+     "ConnectionError", "ConnectionResetError", "BrokenPipeError", "EOFError"}
+)  # fmt: skip
+
+# Caps every collective's (process group's) timeout, in seconds, when set: the graded tests set
+# it (tests/conftest.py) so that a collective that cannot complete fails in seconds, not minutes.
+COLLECTIVE_TIMEOUT_ENV = "MINITORCH_DIST_COLLECTIVE_TIMEOUT"
+
+_OUTPUT_LINES = 30  # lines of a dead rank's own output (gloo's message) quoted in the error
+
+
+class LaunchError(RuntimeError):
+    """A launch of emulated ranks failed."""
+
+
+class RankError(LaunchError):
+    """A rank raised. ``rank`` is the root cause; ``traceback_text`` is that rank's traceback."""
+
+    def __init__(self, message: str, rank: int, exc_type: str, traceback_text: str) -> None:
+        super().__init__(message)
+        self.rank = rank
+        self.exc_type = exc_type
+        self.traceback_text = traceback_text
+
+
+class RankTimeoutError(LaunchError, TimeoutError):
+    """Ranks did not finish within the timeout: usually a collective that not every rank called."""
+
+    def __init__(self, message: str, ranks: list[int]) -> None:
+        super().__init__(message)
+        self.ranks = ranks
+
+
+@dataclass
+class _Report:
+    rank: int
+    ok: bool
+    value: Any = None
+    exc_type: str = ""
+    message: str = ""
+    traceback_text: str = ""
+    at: float = 0.0  # time.monotonic() when the exception was caught (shared clock after fork)
+
+
+def _where(rank: int, log: str) -> str:
+    """The user frames of a stuck rank's faulthandler dump (addresses dropped: output stays stable)."""
+    frames = [
+        line.strip()
+        for line in log.splitlines()
+        if line.startswith("  File ") and "multiprocessing" not in line
+    ]
+    return f"\nrank {rank} was stuck at:\n    " + "\n    ".join(frames[:6]) if frames else ""
+
+
+def _timed_out(rep: _Report) -> str:
+    """Where a rank whose collective timed out was waiting, and the backend's message."""
+    frames = [
+        line.strip() for line in rep.traceback_text.splitlines() if line.startswith("  File ")
+    ]
+    frames = [f for f in frames if "torch/distributed" not in f][-4:]
+    where = "\n    ".join(frames)
+    return f"\nrank {rep.rank} was stuck at:\n    {where}\n  {rep.exc_type}: {rep.message}"
+
+
+_REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+_FILE = re.compile(r'File "([^"]+)"')
+
+
+def _short_paths(text: str) -> str:
+    """File names in an error message without this machine's paths: ``site-packages/torch/...``,
+    ``minitorch_dist/...`` (relative to the repository), ``<notebook cell>`` for a kernel's cell."""
+
+    def short(match: re.Match) -> str:
+        name = match.group(1)
+        if re.search(r"/ipykernel_\d+/\d+\.py$", name):
+            return 'File "<notebook cell>"'
+        if "/site-packages/" in name:
+            return f'File "site-packages/{name.split("/site-packages/", 1)[1]}"'
+        if name.startswith(_REPO):
+            return f'File "{name[len(_REPO) :]}"'
+        return match.group(0)
+
+    return _FILE.sub(short, text)
+
+
+def _death(p: Any) -> str:
+    code = p.exitcode
+    return f"process exited with code {code} without reporting" + (
+        f" (signal {-code})" if code is not None and code < 0 else ""
+    )
+
+
+def _is_victim_or_timeout(rep: _Report) -> bool:
+    """Whether a rank failed only because another rank went away or a backend wait expired."""
+    if rep.exc_type not in _BACKEND_ERRORS:
+        return False
+    return bool(_VICTIM.search(rep.message) or _TIMEOUT.search(rep.message))
+
+
+def _raise_if_failed(
+    reports: dict[int, _Report],
+    unfinished: list[int],
+    world_size: int,
+    timeout: float,
+    stacks: list[str],
+    output: list[str],
+) -> None:
+    for rep in reports.values():  # a rank killed by a signal: its own last words say why
+        if rep.exc_type == "ProcessDied" and output[rep.rank].strip():
+            last = output[rep.rank].rstrip().splitlines()[-_OUTPUT_LINES:]
+            said = output[rep.rank].split("Fatal Python error")[0].strip().splitlines()
+            if said:  # what it printed before faulthandler's stack dump
+                rep.message += " | its output ended with: " + " / ".join(
+                    x.strip() for x in said[-3:]
+                )
+            rep.traceback_text += f"--- last lines of rank {rep.rank}'s output ---\n"
+            rep.traceback_text += "\n".join(last) + "\n"
+    failed = [rep for rep in reports.values() if not rep.ok]
+    # A crash is a failure that is neither a timeout nor a victim of another rank going away.
+    crashes = [rep for rep in failed if not _is_victim_or_timeout(rep)]
+    if crashes:
+        root = min(crashes, key=lambda rep: (rep.at, rep.rank))
+        others = sorted(rep.rank for rep in failed if rep is not root)
+        also = f" (then ranks {others} failed too)" if others else ""
+        raise RankError(
+            _short_paths(
+                f"rank {root.rank} of {world_size} failed with {root.exc_type}: "
+                f"{root.message}{also}\n\n--- traceback of rank {root.rank} ---\n"
+                f"{root.traceback_text}"
+            ),
+            rank=root.rank,
+            exc_type=root.exc_type,
+            traceback_text=root.traceback_text,
+        )
+    if unfinished or failed:
+        stuck = sorted(set(unfinished) | {rep.rank for rep in failed})
+        done = sorted(set(range(world_size)) - set(stuck))
+        raise RankTimeoutError(
+            _short_paths(
+                f"ranks {stuck} of {world_size} did not finish within timeout={timeout:g} s"
+                f"{_collective_note(timeout)} (finished: {done}). A rank waiting in a collective that another rank never "
+                "called looks like this; check that every rank calls the same collectives in the "
+                "same order."
+                + "".join(_where(r, stacks[r]) for r in unfinished)
+                + "".join(_timed_out(rep) for rep in sorted(failed, key=lambda rep: rep.rank))
+            ),
+            ranks=stuck,
+        )
+
+
+def _collective_timeout(timeout: float) -> float:
+    """The process group's timeout: the launch's, capped by $MINITORCH_DIST_COLLECTIVE_TIMEOUT."""
+    cap = os.environ.get(COLLECTIVE_TIMEOUT_ENV)
+    return min(timeout, float(cap)) if cap else timeout
+
+
+def _collective_note(timeout: float) -> str:
+    limit = _collective_timeout(timeout)
+    return f", each collective within {limit:g} s" if limit < timeout else ""
