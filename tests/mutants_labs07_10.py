@@ -339,7 +339,7 @@ MUTANTS_LABS07_10: list[Mutant] = [
            "minitorch_dist.expert_parallel.router:load_balancing_loss", _loss_without_e,
            r"factor E"),
     Mutant("lab10.2", "capacity-floor", "minitorch_dist.expert_parallel.capacity:expert_capacity",
-           _capacity_floor, r"ceil, not floor"),
+           _capacity_floor, r"ceil\(T k cf / E\), not floor"),
     Mutant("lab10.3", "counts-not-exchanged",
            "minitorch_dist.expert_parallel.dispatch:exchange_counts", _counts_not_exchanged,
            r"counts were not exchanged"),
