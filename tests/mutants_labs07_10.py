@@ -30,6 +30,11 @@ def _f_backward_identity(ctx, grad):  # noqa: ANN001, ANN205
     return grad, None  # f's backward passes the gradient on without summing the ranks' parts
 
 
+@staticmethod
+def _g_forward_identity(ctx, x, group):  # noqa: ANN001, ANN205
+    return x  # g passes the partial output on: the ranks' parts are never summed
+
+
 # -- lab07.2: the row-parallel linear -----------------------------------------------------------
 def _row_bias_on_every_rank(self, x):  # noqa: ANN001, ANN202
     y = F.linear(x, self.weight, self.bias)  # the bias joins every rank's partial sum
@@ -175,6 +180,11 @@ def _zigzag_off_by_one(x, rank, world_size, *, layout="zigzag", dim=2):  # noqa:
     return torch.cat([first, last], dim=dim)
 
 
+def _positions_contiguous(seq_len, rank, world_size, *, layout="zigzag"):  # noqa: ANN001, ANN202
+    check_layout(seq_len, world_size, layout)
+    return torch.arange(seq_len).chunk(world_size)[rank].clone()  # the zig-zag layout forgotten
+
+
 # -- lab09.1: a pipeline stage --------------------------------------------------------------------
 def _stage_forward_loss_not_divided(self, micro_batch, chunk, x, *, target=None, loss_fn=None,  # noqa: ANN001, ANN202
                                     micro_batches=1):  # fmt: skip
@@ -275,6 +285,12 @@ def _capacity_floor(tokens, experts, capacity_factor=1.0, *, top_k=1, min_capaci
     return max(math.floor(Fraction(tokens * top_k, experts) * cf), min_capacity)  # floor
 
 
+def _capacity_keeps_one_more(expert_indices, experts, capacity):  # noqa: ANN001, ANN202
+    onehot = F.one_hot(expert_indices.reshape(-1), experts)
+    position = (onehot.cumsum(0) * onehot).sum(-1) - 1
+    return (position <= capacity).view_as(expert_indices)  # <= keeps C + 1
+
+
 # -- lab10.3: the counts' exchange ----------------------------------------------------------------
 def _counts_not_exchanged(send_counts, group=None):  # noqa: ANN001, ANN202
     return send_counts.clone()  # assumes every rank receives what it sends
@@ -302,6 +318,9 @@ MUTANTS_LABS07_10: list[Mutant] = [
     Mutant("lab07.1", "f-backward-no-all-reduce",
            "minitorch_dist.tensor_parallel.functions:CopyToTP.backward", _f_backward_identity,
            r"f's backward must all-reduce"),
+    Mutant("lab07.1", "g-forward-no-all-reduce",
+           "minitorch_dist.tensor_parallel.functions:ReduceFromTP.forward", _g_forward_identity,
+           r"g's forward must all-reduce"),
     Mutant("lab07.2", "row-bias-on-every-rank",
            "minitorch_dist.tensor_parallel.layers:RowParallelLinear.forward",
            _row_bias_on_every_rank, r"bias was added on every rank"),
@@ -324,6 +343,9 @@ MUTANTS_LABS07_10: list[Mutant] = [
            _ring_backward_own_share_overwritten, r"its own share plus every other rank's"),
     Mutant("lab08.4", "zigzag-off-by-one", "minitorch_dist.context_parallel.layout:shard_sequence",
            _zigzag_off_by_one, r"half-chunks .* not r and 2cp - 1 - r"),
+    Mutant("lab08.4", "positions-contiguous",
+           "minitorch_dist.context_parallel.layout:shard_positions", _positions_contiguous,
+           r"the contiguous layout's; a token keeps its place"),
     Mutant("lab09.1", "loss-not-divided-by-m",
            "minitorch_dist.pipeline.stage:PipelineStage.forward",
            _stage_forward_loss_not_divided, r"not divided by the number of micro-batches"),
@@ -340,6 +362,8 @@ MUTANTS_LABS07_10: list[Mutant] = [
            r"factor E"),
     Mutant("lab10.2", "capacity-floor", "minitorch_dist.expert_parallel.capacity:expert_capacity",
            _capacity_floor, r"ceil\(T k cf / E\), not floor"),
+    Mutant("lab10.2", "keeps-c-plus-1", "minitorch_dist.expert_parallel.capacity:apply_capacity",
+           _capacity_keeps_one_more, r"position < C, not <= C"),
     Mutant("lab10.3", "counts-not-exchanged",
            "minitorch_dist.expert_parallel.dispatch:exchange_counts", _counts_not_exchanged,
            r"counts were not exchanged"),

@@ -341,7 +341,10 @@ def test_zigzag_shard_holds_half_chunks_r_and_2cp_minus_1_minus_r(cp):
         assert torch.equal(mine, want), (
             f"rank {r} holds half-chunks {held}, not r and 2cp - 1 - r = {[r, 2 * cp - 1 - r]}: "
             f"{mine.tolist()}")  # fmt: skip
-        assert torch.equal(shard_positions(s, r, cp, layout="zigzag"), want[0] // 10)
+        positions = shard_positions(s, r, cp, layout="zigzag")
+        assert torch.equal(positions, want[0] // 10), f"rank {r}'s positions {positions.tolist()}" + (
+            ": the contiguous layout's; a token keeps its place in the whole sequence (half-chunks"
+            " r and 2cp - 1 - r)" if torch.equal(positions, torch.arange(s).chunk(cp)[r]) else "")  # fmt: skip
         shards.append(mine)
     assert torch.equal(unshard_sequence(shards, layout="zigzag", dim=1), tokens)
 

@@ -184,6 +184,10 @@ def test_apply_capacity_held_example():
     indices = torch.tensor([[0, 1], [0, 2], [0, 1], [1, 0]])
     keep = apply_capacity(indices, 3, 2)
     assert keep.dtype == torch.bool
+    kept = [int(keep[indices == e].sum()) for e in range(3)]
+    assert max(kept) <= 2, (
+        f"experts keep {kept} choices with capacity C = 2: a choice is kept only while fewer "
+        "than C earlier choices went to its expert (position < C, not <= C)")  # fmt: skip
     assert keep.tolist() == [[True, True], [True, True], [False, True], [False, False]]
     assert apply_capacity(indices, 3, 0).sum() == 0
     assert apply_capacity(indices, 3, 4).all()
