@@ -94,6 +94,28 @@ def _cross_entropy_no_max(ctx, local_logits, target, group, vocab_size):  # noqa
     return total.log() - picked
 
 
+@staticmethod
+def _cross_entropy_unpadded_offset(ctx, local_logits, target, group, vocab_size):  # noqa: ANN001, ANN205
+    x = _upcast(local_logits)
+    width = x.shape[-1]
+    t = dist.get_world_size(group)
+    start = group_rank(group) * (width if vocab_size is None else vocab_size // t)  # unpadded
+    if vocab_size is not None and start + width > vocab_size:
+        column = torch.arange(start, start + width, device=x.device)
+        x = x.masked_fill(column >= vocab_size, float("-inf"))
+    top = _all_reduce(x.max(dim=-1).values, group, dist.ReduceOp.MAX)
+    x = x - top.unsqueeze(-1)
+    mine = (target >= start) & (target < start + width)
+    local = torch.where(mine, target - start, 0)
+    picked = x.gather(-1, local.unsqueeze(-1)).squeeze(-1)
+    picked = _all_reduce(torch.where(mine, picked, 0.0), group)
+    exp = x.exp()
+    total = _all_reduce(exp.sum(dim=-1), group)
+    ctx.save_for_backward(exp.div_(total.unsqueeze(-1)), local, mine)
+    ctx.dtype = local_logits.dtype
+    return total.log() - picked
+
+
 # -- lab07.5: sequence parallelism's norm weights -------------------------------------------------
 def _sp_norms_not_reduced(model, group):  # noqa: ANN001, ANN202
     return []  # no hook: each rank keeps the norm gradient of its own s/t tokens
@@ -330,6 +352,9 @@ MUTANTS_LABS07_10: list[Mutant] = [
     Mutant("lab07.4", "no-max-subtracted",
            "minitorch_dist.tensor_parallel.vocab:VocabParallelCrossEntropy.forward",
            _cross_entropy_no_max, r"subtract the all-reduced max"),
+    Mutant("lab07.4", "offset-of-the-unpadded-vocabulary",
+           "minitorch_dist.tensor_parallel.vocab:VocabParallelCrossEntropy.forward",
+           _cross_entropy_unpadded_offset, r"read from the wrong column"),
     Mutant("lab07.5", "norm-grads-not-reduced",
            "minitorch_dist.tensor_parallel.sequence:sequence_parallel_norms",
            _sp_norms_not_reduced, r"norm weight.*all-reduced over the tp group"),

@@ -222,9 +222,14 @@ def _vocab(rank: int, world_size: int, vocab: int, multiple: int) -> dict:
     logit_grad = F.pad(ref.grad, (0, vp - vocab)).chunk(t, dim=-1)[r]
     # the same logits shifted by 1000: the same loss, but exp(1000) overflows even in fp64
     shifted = vocab_parallel_cross_entropy(local.detach() + 1000, target, W, vocab_size=vocab)
+    # each target's logit 50 above the others: a loss near 0 only if the right column is read
+    spike = torch.zeros(3, 4, vp, dtype=torch.float64).scatter_(-1, target.unsqueeze(-1), 50.0)
+    spiked = vocab_parallel_cross_entropy(spike.chunk(t, dim=-1)[r], target, W, vocab_size=vocab)
+    spike_want = F.cross_entropy(spike[..., :vocab].reshape(-1, vocab), target.reshape(-1),
+                                 reduction="none").view(3, 4)  # fmt: skip
     return {"embedding": (out.detach(), full.detach()), "embedding grad": (ours.weight.grad, grad),
             "loss": (loss.detach(), want.view(3, 4).detach()),
-            "logit grad": (local.grad, logit_grad), "calls": cc.calls, "shifted": shifted,
+            "logit grad": (local.grad, logit_grad), "calls": cc.calls, "shifted": shifted, "spiked": (spiked, spike_want),
             "bytes": cc.total_bytes_sent}  # fmt: skip
 
 
@@ -240,6 +245,13 @@ def test_vocab_parallel_embedding_and_cross_entropy(tp, vocab, multiple):
     for rank, out in enumerate(launch(_vocab, tp, vocab, multiple)):
         assert out.pop("calls") == {"all_reduce": 3}, f"rank {rank}"
         assert out.pop("bytes") == 3 * collective_bytes("all_reduce", 3 * 4 * 8, tp)
+        spiked, spike_want = out.pop("spiked")
+        vp = padded_vocab_size(vocab, tp, multiple)
+        assert torch.allclose(spiked, spike_want, rtol=1e-9, atol=1e-9), (
+            f"rank {rank}: with each target's logit 50 above the others the loss is up to "
+            f"{spiked.max().item():.3g}, not {spike_want.max().item():.3g}: the target logit was "
+            f"read from the wrong column (rank r's columns start at r V_p / t of the padded "
+            f"vocabulary, V_p = {vp})")  # fmt: skip
         shifted = out.pop("shifted")
         assert shifted.isfinite().all(), (
             f"rank {rank}: logits + 1000 give a loss of {shifted.flatten()[0].item()}: exp "
