@@ -365,7 +365,7 @@ MUTANTS_LABS07_10: list[Mutant] = [
            _ring_forward_mask_everywhere, r"causal mask on an off-diagonal block"),
     Mutant("lab08.3", "own-share-overwritten",
            "minitorch_dist.context_parallel.ring:ring_attention_backward",
-           _ring_backward_own_share_overwritten, r"its own share plus every other rank's"),
+           _ring_backward_own_share_overwritten, r"replaced this rank's own share instead of being added"),
     Mutant("lab08.4", "zigzag-off-by-one", "minitorch_dist.context_parallel.layout:shard_sequence",
            _zigzag_off_by_one, r"half-chunks .* not r and 2cp - 1 - r"),
     Mutant("lab08.4", "positions-contiguous",
@@ -394,5 +394,5 @@ MUTANTS_LABS07_10: list[Mutant] = [
            r"counts were not exchanged"),
     Mutant("lab10.4", "outputs-not-unsorted",
            "minitorch_dist.expert_parallel.layer:ExpertParallelMoE._dropless",
-           _dropless_not_unsorted, r"not put back in the choices' order"),
+           _dropless_not_unsorted, r"left sorted by expert: they were not put back"),
 ]  # fmt: skip

@@ -253,10 +253,15 @@ def _backward_rank(rank: int, cp: int, layout: str) -> dict:
     q, k, v, dout = _inputs()
     out, lse, dq, dk, dv = _full(q, k, v, dout)
     sh = lambda t: _layout(t, rank, cp, layout)  # noqa: E731
+    # this rank's own share of every dK/dV: the gradient from its queries alone
+    mine = _layout(torch.arange(q.shape[2]), rank, cp, layout, dim=0)
+    dout_mine = torch.zeros_like(dout).index_copy_(2, mine, dout.index_select(2, mine))
+    *_, dk_mine, dv_mine = _full(q, k, v, dout_mine)
     with CommCounter() as cc:
         got = ring_attention_backward(sh(dout), sh(q), sh(k), sh(v), sh(out), sh(lse),
                                       layout=layout)  # fmt: skip
     return {"grads": list(zip(got, (sh(dq), sh(dk), sh(dv)))), "bytes": cc.total_bytes_sent,
+            "own": {"dk": sh(dk_mine), "dv": sh(dv_mine)},
             "peers": dict(cc.bytes_sent_to)}  # fmt: skip
 
 
@@ -268,13 +273,21 @@ def test_ring_backward_equals_full_attention_gradients(cp, layout):
     """lab08.3. dq, dk, dv of each rank's shard equal the shards of full attention's gradients
     (given the true output and lse). Catches dK/dV left with the rank that computed them
     instead of returned to the owner, a missing hop, dK/dV of the other kv-head grouping."""
-    own = (
+    rule = (
         "the gradient of this rank's K/V block is its own share plus every other rank's, "
         "which travel the ring back to it"
     )
     for rank, res in enumerate(launch(_backward_rank, cp, layout)):
         for name, (ours, want) in zip(("dq", "dk", "dv"), res["grads"]):
-            hint = "" if name == "dq" else f" ({own})"
+            if name != "dq" and not torch.allclose(ours, want, **TOL):
+                own = res["own"][name]
+                assert not torch.allclose(ours, own, **TOL), (
+                    f"rank {rank} {name} holds only its own share: the other ranks' shares "
+                    f"never came back round the ring ({rule})")  # fmt: skip
+                assert not torch.allclose(ours, want - own, **TOL), (
+                    f"rank {rank} {name} holds the other ranks' shares only: the buffer that came "
+                    f"back replaced this rank's own share instead of being added to it ({rule})")  # fmt: skip
+            hint = "" if name == "dq" else f" ({rule})"
             torch.testing.assert_close(ours, want, **TOL,
                                        msg=lambda m, r=rank, n=name, h=hint: f"rank {r} {n}{h}: {m}")  # fmt: skip
 

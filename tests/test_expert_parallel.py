@@ -368,11 +368,26 @@ def test_ep_block_equals_single_process_block(n, reference_dispatch):
     y = block(x)
     ((y * g).sum() / TOKENS).backward()
     full = dict(block.named_parameters())
+    with torch.no_grad():  # the answer of a layer that forgets to undo its sort by expert
+        unsorted = []
+        for mine in x.detach().chunk(n):
+            weights, indices, _ = block.router(mine)
+            rows = torch.stack([block.experts[int(e)](mine[i // indices.shape[1]])
+                                for i, e in enumerate(indices.reshape(-1))])  # fmt: skip
+            rows = rows[torch.sort(indices.reshape(-1), stable=True).indices]  # still sorted
+            unsorted.append((rows.view(*indices.shape, -1) * weights[..., None]).sum(1))
+    ours = torch.cat([o["y"] for o in outs])
+    assert not torch.allclose(ours, torch.cat(unsorted), rtol=0, atol=EXACT), (
+        "the expert outputs were left sorted by expert: they were not put back in the choices' "
+        "order (the inverse of the sort) before the gate weights were applied"
+    )
     torch.testing.assert_close(
-        torch.cat([o["y"] for o in outs]), y.detach(), rtol=0, atol=EXACT,
-        msg=lambda m: "the outputs differ from the full block's (rows of other tokens' choices "
-        "when the expert outputs are not put back in the choices' order, the inverse of the "
-        f"sort by expert): {m}")  # fmt: skip
+        ours,
+        y.detach(),
+        rtol=0,
+        atol=EXACT,
+        msg=lambda m: f"the outputs differ from the full block's: {m}",
+    )
     x_grads = torch.cat([o["x_grad"] for o in outs]) / n  # each rank's loss is its own mean
     torch.testing.assert_close(x_grads, x.grad, rtol=0, atol=EXACT)
     for r, out in enumerate(outs):
