@@ -19,7 +19,7 @@ from minitorch_dist.context_parallel.blocks import block_attention, block_attent
 from minitorch_dist.context_parallel.layout import check_layout
 from minitorch_dist.context_parallel.ring import RingComm, _rank, _size, block_plan, pieces_of
 from minitorch_dist.pipeline.schedules import Action
-from minitorch_dist.tensor_parallel.functions import _all_reduce, reduce_from_tp
+from minitorch_dist.tensor_parallel.functions import _all_reduce, _split, reduce_from_tp
 from minitorch_dist.tensor_parallel.layers import group_rank
 from minitorch_dist.tensor_parallel.vocab import _upcast
 
@@ -39,6 +39,17 @@ def _g_forward_identity(ctx, x, group):  # noqa: ANN001, ANN205
 def _row_bias_on_every_rank(self, x):  # noqa: ANN001, ANN202
     y = F.linear(x, self.weight, self.bias)  # the bias joins every rank's partial sum
     return reduce_from_tp(y, self.group)
+
+
+def _column_interleaved(cls, linear, group, *, sp=False, enter_region=True, index=None,  # noqa: ANN001, ANN202
+                        parts=None):  # fmt: skip
+    t = dist.get_world_size(group)
+    index = group_rank(group) if index is None else index
+    parts = t if parts is None else parts
+    weight = linear.weight.detach()[index::parts].clone()  # every t-th row, not a block
+    bias = linear.bias.detach()[index::parts].clone() if linear.bias is not None else None
+    return cls(weight, bias, group, in_features=linear.in_features,
+               out_features=linear.out_features, sp=sp, enter_region=enter_region)  # fmt: skip
 
 
 # -- lab07.3: the tensor-parallel Llama block ---------------------------------------------------
@@ -119,6 +130,11 @@ def _cross_entropy_unpadded_offset(ctx, local_logits, target, group, vocab_size)
 # -- lab07.5: sequence parallelism's norm weights -------------------------------------------------
 def _sp_norms_not_reduced(model, group):  # noqa: ANN001, ANN202
     return []  # no hook: each rank keeps the norm gradient of its own s/t tokens
+
+
+@staticmethod
+def _gather_backward_local(ctx, grad):  # noqa: ANN001, ANN205
+    return _split(grad, ctx.group, ctx.dim), None, None  # my tokens' gradient from me alone
 
 
 # -- lab08.1: the online-softmax merge ----------------------------------------------------------
@@ -346,6 +362,9 @@ MUTANTS_LABS07_10: list[Mutant] = [
     Mutant("lab07.2", "row-bias-on-every-rank",
            "minitorch_dist.tensor_parallel.layers:RowParallelLinear.forward",
            _row_bias_on_every_rank, r"bias was added on every rank"),
+    Mutant("lab07.2", "column-rows-interleaved",
+           "minitorch_dist.tensor_parallel.layers:ColumnParallelLinear.from_linear",
+           classmethod(_column_interleaved), r"every t-th row of the weight \(interleaved\)"),
     Mutant("lab07.3", "kv-copies-grads-not-summed",
            "minitorch_dist.tensor_parallel.model:parallelize_block",
            _parallelize_block_kv_copies_not_summed, r"copies of a kv head"),
@@ -358,6 +377,9 @@ MUTANTS_LABS07_10: list[Mutant] = [
     Mutant("lab07.5", "norm-grads-not-reduced",
            "minitorch_dist.tensor_parallel.sequence:sequence_parallel_norms",
            _sp_norms_not_reduced, r"norm weight.*all-reduced over the tp group"),
+    Mutant("lab07.5", "gather-backward-local",
+           "minitorch_dist.tensor_parallel.functions:GatherFromSP.backward",
+           _gather_backward_local, r"all-gather's backward kept only this rank's gradient"),
     Mutant("lab08.1", "merge-not-rescaled", "minitorch_dist.context_parallel.blocks:merge_partials",
            _merge_not_rescaled, r"rescaled by exp\(lse_part - lse\)"),
     Mutant("lab08.2", "causal-mask-off-diagonal",

@@ -125,7 +125,9 @@ def _mlp(rank: int, world_size: int) -> dict:
         "row weight grad": (row.weight.grad, down.weight.grad.chunk(t, dim=1)[r]),
         "row bias grad": (row.bias.grad, down.bias.grad),
     }  # fmt: skip
-    return {k: (a.detach(), b.detach()) for k, (a, b) in pairs.items()}
+    out = {k: (a.detach(), b.detach()) for k, (a, b) in pairs.items()}
+    out["interleaved"] = up.weight.detach()[r::t]  # every t-th row: the wrong slice
+    return out
 
 
 @pytest.mark.lab07
@@ -135,6 +137,9 @@ def test_column_then_row_parallel_mlp_equals_the_full_layers(tp):
     """Catches interleaved instead of contiguous slices, the row bias added on every rank (t
     times), a missing reduce, and gradients that are not the matching slice of the full one."""
     for rank, pairs in enumerate(launch(_mlp, tp)):
+        assert not torch.equal(pairs["col weight"][0], pairs.pop("interleaved")), (
+            f"rank {rank} kept every t-th row of the weight (interleaved): a column-parallel "
+            "rank keeps one contiguous block of rows")  # fmt: skip
         (ys, yf), bias = pairs["output"], pairs["row bias"][1]
         assert not torch.allclose(ys, yf + (tp - 1) * bias, rtol=0, atol=1e-9), (
             f"rank {rank}: the output is the full layer's plus (t - 1) times the bias: the bias "
@@ -313,6 +318,9 @@ def test_sequence_parallel_gather_and_reduce_scatter(tp):
     for rank, out in enumerate(launch(_sp_functions, tp)):
         chunk = full.chunk(tp, dim=1)[rank]
         assert torch.equal(out["gathered"], full)
+        assert not torch.equal(out["x_grad"], torch.full_like(chunk, rank + 1.0)), (
+            f"rank {rank}: the all-gather's backward kept only this rank's gradient; it is a "
+            "reduce-scatter (every rank's gradient of my tokens, summed)")  # fmt: skip
         assert torch.equal(out["x_grad"], torch.full_like(chunk, float(total)))
         assert torch.equal(out["scattered"], chunk * total)
         assert torch.equal(out["y_grad"], ranks.view(1, 8, 1).expand_as(full))
