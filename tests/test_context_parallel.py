@@ -116,8 +116,14 @@ def test_merge_of_two_parts_equals_softmax_over_all_keys():
     b = block_attention(q, k[:, :, 3:], v[:, :, 3:])
     for first, second in ((a, b), (b, a)):  # the merge is symmetric
         out, lse = merge_partials(*first, *second)
-        torch.testing.assert_close(out, want_out, **TOL)
-        torch.testing.assert_close(lse, want_lse, **TOL)
+        assert not torch.allclose(out, first[0] + second[0], **TOL), (
+            "the parts' outputs were added as they are: each must be rescaled by "
+            "exp(lse_part - lse) before adding (its softmax was normalised over its keys only)"
+        )
+        torch.testing.assert_close(out, want_out, **TOL,
+                                   msg=lambda m: f"merged output: {m}")  # fmt: skip
+        torch.testing.assert_close(lse, want_lse, **TOL,
+                                   msg=lambda m: f"merged lse = log(exp(lse_a) + exp(lse_b)): {m}")  # fmt: skip
 
 
 @pytest.mark.lab08
@@ -162,14 +168,26 @@ def test_merge_handles_rows_fully_masked_in_a_part():
 
 
 # -- lab08.2: ring attention, forward -------------------------------------------------------------
+def _masked_everywhere(q, k, v, cp: int, layout: str) -> torch.Tensor:  # noqa: ANN001
+    """The wrong answer of a ring that applies the causal mask to every block it computes:
+    key j reaches query i only if its chunk is not later AND its place within its chunk is not
+    later (chunks of s/cp tokens, or s/(2cp) in the zig-zag layout)."""
+    s = q.shape[2]
+    c = s // cp if layout == "contiguous" else s // (2 * cp)
+    pos = torch.arange(s)
+    mask = (pos[None] // c <= pos[:, None] // c) & (pos[None] % c <= pos[:, None] % c)
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=True)
+
+
 def _forward_rank(rank: int, cp: int, layout: str) -> dict:
     q, k, v, _ = _inputs()
     want_out, want_lse, *_ = _full(q, k, v, torch.zeros_like(q))
+    wrong = _layout(_masked_everywhere(q, k, v, cp, layout), rank, cp, layout)
     mine = [_layout(t, rank, cp, layout) for t in (q, k, v)]
     with CommCounter() as cc:
         out, lse = ring_attention_forward(*mine, layout=layout, merge=_reference_merge)
     return {"out": (out, _layout(want_out, rank, cp, layout)),
-            "lse": (lse, _layout(want_lse, rank, cp, layout)),
+            "lse": (lse, _layout(want_lse, rank, cp, layout)), "masked everywhere": wrong,
             "bytes": cc.total_bytes_sent, "calls": dict(cc.calls),
             "peers": dict(cc.bytes_sent_to)}  # fmt: skip
 
@@ -183,6 +201,12 @@ def test_ring_forward_equals_full_causal_attention(cp, layout):
     heads on 2 kv heads). Catches a block mask from the shard's local positions (every rank
     attending as if it were rank 0), K/V passed the wrong way round, a step missed."""
     for rank, res in enumerate(launch(_forward_rank, cp, layout)):
+        ours, want = res["out"]
+        assert torch.allclose(ours, want, **TOL) or not torch.allclose(
+            ours, res["masked everywhere"], **TOL), (
+            f"rank {rank}: the causal mask on an off-diagonal block: only a diagonal block (a "
+            "chunk's queries against its own keys) is causal; an earlier chunk's keys are seen "
+            "whole")  # fmt: skip
         for name in ("out", "lse"):
             ours, want = res[name]
             torch.testing.assert_close(ours, want, **TOL,
@@ -229,10 +253,15 @@ def _backward_rank(rank: int, cp: int, layout: str) -> dict:
     q, k, v, dout = _inputs()
     out, lse, dq, dk, dv = _full(q, k, v, dout)
     sh = lambda t: _layout(t, rank, cp, layout)  # noqa: E731
+    # this rank's own share of every dK/dV: the gradient from its queries alone
+    mine = _layout(torch.arange(q.shape[2]), rank, cp, layout, dim=0)
+    dout_mine = torch.zeros_like(dout).index_copy_(2, mine, dout.index_select(2, mine))
+    *_, dk_mine, dv_mine = _full(q, k, v, dout_mine)
     with CommCounter() as cc:
         got = ring_attention_backward(sh(dout), sh(q), sh(k), sh(v), sh(out), sh(lse),
                                       layout=layout)  # fmt: skip
     return {"grads": list(zip(got, (sh(dq), sh(dk), sh(dv)))), "bytes": cc.total_bytes_sent,
+            "own": {"dk": sh(dk_mine), "dv": sh(dv_mine)},
             "peers": dict(cc.bytes_sent_to)}  # fmt: skip
 
 
@@ -244,10 +273,23 @@ def test_ring_backward_equals_full_attention_gradients(cp, layout):
     """lab08.3. dq, dk, dv of each rank's shard equal the shards of full attention's gradients
     (given the true output and lse). Catches dK/dV left with the rank that computed them
     instead of returned to the owner, a missing hop, dK/dV of the other kv-head grouping."""
+    rule = (
+        "the gradient of this rank's K/V block is its own share plus every other rank's, "
+        "which travel the ring back to it"
+    )
     for rank, res in enumerate(launch(_backward_rank, cp, layout)):
         for name, (ours, want) in zip(("dq", "dk", "dv"), res["grads"]):
+            if name != "dq" and not torch.allclose(ours, want, **TOL):
+                own = res["own"][name]
+                assert not torch.allclose(ours, own, **TOL), (
+                    f"rank {rank} {name} holds only its own share: the other ranks' shares "
+                    f"never came back round the ring ({rule})")  # fmt: skip
+                assert not torch.allclose(ours, want - own, **TOL), (
+                    f"rank {rank} {name} holds the other ranks' shares only: the buffer that came "
+                    f"back replaced this rank's own share instead of being added to it ({rule})")  # fmt: skip
+            hint = "" if name == "dq" else f" ({rule})"
             torch.testing.assert_close(ours, want, **TOL,
-                                       msg=lambda m, r=rank, n=name: f"rank {r} {n}: {m}")  # fmt: skip
+                                       msg=lambda m, r=rank, n=name, h=hint: f"rank {r} {n}{h}: {m}")  # fmt: skip
 
 
 @pytest.mark.lab08
@@ -308,8 +350,14 @@ def test_zigzag_shard_holds_half_chunks_r_and_2cp_minus_1_minus_r(cp):
     for r in range(cp):
         mine = shard_sequence(tokens, r, cp, layout="zigzag", dim=1)
         want = _layout(tokens, r, cp, "zigzag", dim=1)
-        assert torch.equal(mine, want), f"rank {r}: {mine.tolist()}"
-        assert torch.equal(shard_positions(s, r, cp, layout="zigzag"), want[0] // 10)
+        held = (mine[0] // 10 // (s // (2 * cp))).unique_consecutive().tolist()
+        assert torch.equal(mine, want), (
+            f"rank {r} holds half-chunks {held}, not r and 2cp - 1 - r = {[r, 2 * cp - 1 - r]}: "
+            f"{mine.tolist()}")  # fmt: skip
+        positions = shard_positions(s, r, cp, layout="zigzag")
+        assert torch.equal(positions, want[0] // 10), f"rank {r}'s positions {positions.tolist()}" + (
+            ": the contiguous layout's; a token keeps its place in the whole sequence (half-chunks"
+            " r and 2cp - 1 - r)" if torch.equal(positions, torch.arange(s).chunk(cp)[r]) else "")  # fmt: skip
         shards.append(mine)
     assert torch.equal(unshard_sequence(shards, layout="zigzag", dim=1), tokens)
 

@@ -64,6 +64,10 @@ def test_top_k_route_held_example_with_ties():
     weights, experts, probs = top_k_route(logits, 2)
     assert experts.tolist() == [[1, 2], [0, 3]]
     torch.testing.assert_close(probs, logits.softmax(-1))
+    total = weights.sum(-1)
+    assert torch.allclose(total, torch.ones(2)), (
+        f"the k weights sum to {total.tolist()}: they were not renormalised (normalize=True "
+        "divides them by their sum)")  # fmt: skip
     torch.testing.assert_close(weights, torch.full((2, 2), 0.5))  # equal logits, renormalised
     w3, e3, _ = top_k_route(torch.tensor([[0.0, 1.0, 2.0, 3.0]]), 3)
     assert e3.tolist() == [[3, 2, 1]]
@@ -96,7 +100,10 @@ def test_switch_loss_held_example():
     hand = 4 * (0.5 * 0.3 + 0.25 * 0.25 + 0 * 0.225 + 0.25 * 0.225)
     assert hand == pytest.approx(1.075)
     got = load_balancing_loss(PROBS, style="switch")
-    assert got.shape == () and got.item() == pytest.approx(hand, abs=1e-12)
+    assert got.shape == ()
+    assert got.item() == pytest.approx(hand, abs=1e-12), f"switch loss {got.item()}, not {hand}" + (
+        ": the factor E (the number of experts, 4) is missing"
+        if got.item() == pytest.approx(hand / 4) else "")  # fmt: skip
     # "switch" counts the first choice only, whatever top_k says
     assert load_balancing_loss(PROBS, top_k=2, style="switch").item() == pytest.approx(hand)
 
@@ -149,7 +156,10 @@ def test_expert_capacity_values():
     """C = ceil(T/E * cf * k): catches floor instead of ceil (10 tokens, 4 experts: 2, not 3), a
     forgotten k, min_capacity ignored, float rounding (1000/10 * 1.1 gives 111 in floats), and a
     capacity factor <= 0 or k > E accepted silently."""
-    assert expert_capacity(10, 4, 1.0) == 3
+    got = expert_capacity(10, 4, 1.0)
+    assert got == 3, f"10 tokens on 4 experts at cf = 1 give capacity {got}, not 3" + (
+        ": it is ceil(T k cf / E), not floor" if got == 2 else ""
+    )
     assert expert_capacity(6, 4, 1.0, top_k=2) == 3
     assert expert_capacity(64, 4, 1.25, top_k=2) == 40
     assert expert_capacity(1000, 10, 1.1) == 110
@@ -174,6 +184,10 @@ def test_apply_capacity_held_example():
     indices = torch.tensor([[0, 1], [0, 2], [0, 1], [1, 0]])
     keep = apply_capacity(indices, 3, 2)
     assert keep.dtype == torch.bool
+    kept = [int(keep[indices == e].sum()) for e in range(3)]
+    assert max(kept) <= 2, (
+        f"experts keep {kept} choices with capacity C = 2: a choice is kept only while fewer "
+        "than C earlier choices went to its expert (position < C, not <= C)")  # fmt: skip
     assert keep.tolist() == [[True, True], [True, True], [False, True], [False, False]]
     assert apply_capacity(indices, 3, 0).sum() == 0
     assert apply_capacity(indices, 3, 4).all()
@@ -207,8 +221,9 @@ def test_block_drops_equal_the_capacity_rule():
 
 # -- lab10.3: dispatch and combine over all-to-all ----------------------------------------------
 def _splits(rank: int, n: int) -> list[int]:
-    """Uneven, with empty splits: rank r sends (r + j) % 3 rows to rank j."""
-    return [(rank + j) % 3 for j in range(n)]
+    """Uneven, with empty splits, not symmetric: rank r sends (r + 2 j) % 3 rows to rank j (so
+    it receives (j + 2 r) % 3 from rank j, not what it sends)."""
+    return [(rank + 2 * j) % 3 for j in range(n)]
 
 
 def _dispatch_rank(rank: int, n: int) -> dict:
@@ -216,6 +231,10 @@ def _dispatch_rank(rank: int, n: int) -> dict:
     send = _splits(rank, n)
     counts = torch.tensor(send, dtype=torch.int64)
     recv = exchange_counts(counts, W).tolist()
+    wrong = torch.tensor([int(recv != [(j + 2 * rank) % 3 for j in range(n)])])
+    dist.all_reduce(wrong)  # wrong counts on any rank: nobody dispatches (the sizes disagree)
+    if wrong.item():
+        return {"send": send, "recv": recv}
     # row i of rank r for rank j: the value 100 r + 10 j + i, in 2 columns
     rows = [torch.tensor([[100.0 * rank + 10 * j + i] * 2 for i in range(s)]) for j, s in
             enumerate(send)]  # fmt: skip
@@ -223,20 +242,34 @@ def _dispatch_rank(rank: int, n: int) -> dict:
     got = dispatch(x, send, recv, W)
     got.backward(got.detach() * 2 + 1)  # a gradient that names its row
     back = combine(got.detach() + 0.5, send, recv, W)
-    return {"recv": recv, "got": got.detach(), "x": x.detach(), "grad": x.grad, "back": back}
+    return {
+        "send": send,
+        "recv": recv,
+        "got": got.detach(),
+        "x": x.detach(),
+        "grad": x.grad,
+        "back": back,
+    }
 
 
 @pytest.mark.lab10
 @pytest.mark.task("lab10.3")
 @pytest.mark.parametrize("n", [2, 4])
 def test_dispatch_moves_rows_and_backward_returns_gradients(n):
-    """Counts exchanged first: rank r receives (j + r) % 3 rows from rank j. Catches splits
-    swapped (input for output sizes), rows from the wrong rank, a backward that does not send
-    the gradients home (x.grad != 2 x + 1), and combine not undoing dispatch."""
+    """Counts exchanged first: rank r receives (j + 2 r) % 3 rows from rank j. Catches counts
+    not exchanged (a rank's own send counts taken for its receive counts), splits swapped
+    (input for output sizes), rows from the wrong rank, a backward that does not send the
+    gradients home (x.grad != 2 x + 1), and combine not undoing dispatch."""
     outs = launch(_dispatch_rank, n)
     for r, out in enumerate(outs):
-        assert out["recv"] == [(j + r) % 3 for j in range(n)]
-        want = [100.0 * j + 10 * r + i for j in range(n) for i in range((j + r) % 3)]
+        recv = [(j + 2 * r) % 3 for j in range(n)]
+        assert out["recv"] == recv, f"rank {r} received counts {out['recv']}, not {recv}" + (
+            ": the counts were not exchanged (its own send counts came back); exchange_counts "
+            "is an all-to-all, chunk j to rank j"
+            if out["recv"] == out["send"]
+            else ""
+        )
+        want = [100.0 * j + 10 * r + i for j in range(n) for i in range((j + 2 * r) % 3)]
         assert out["got"][:, 0].tolist() == want
         torch.testing.assert_close(out["grad"], out["x"] * 2 + 1, rtol=0, atol=0)
         torch.testing.assert_close(out["back"], out["x"] + 0.5, rtol=0, atol=0)
@@ -335,7 +368,26 @@ def test_ep_block_equals_single_process_block(n, reference_dispatch):
     y = block(x)
     ((y * g).sum() / TOKENS).backward()
     full = dict(block.named_parameters())
-    torch.testing.assert_close(torch.cat([o["y"] for o in outs]), y.detach(), rtol=0, atol=EXACT)
+    with torch.no_grad():  # the answer of a layer that forgets to undo its sort by expert
+        unsorted = []
+        for mine in x.detach().chunk(n):
+            weights, indices, _ = block.router(mine)
+            rows = torch.stack([block.experts[int(e)](mine[i // indices.shape[1]])
+                                for i, e in enumerate(indices.reshape(-1))])  # fmt: skip
+            rows = rows[torch.sort(indices.reshape(-1), stable=True).indices]  # still sorted
+            unsorted.append((rows.view(*indices.shape, -1) * weights[..., None]).sum(1))
+    ours = torch.cat([o["y"] for o in outs])
+    assert not torch.allclose(ours, torch.cat(unsorted), rtol=0, atol=EXACT), (
+        "the expert outputs were left sorted by expert: they were not put back in the choices' "
+        "order (the inverse of the sort) before the gate weights were applied"
+    )
+    torch.testing.assert_close(
+        ours,
+        y.detach(),
+        rtol=0,
+        atol=EXACT,
+        msg=lambda m: f"the outputs differ from the full block's: {m}",
+    )
     x_grads = torch.cat([o["x_grad"] for o in outs]) / n  # each rank's loss is its own mean
     torch.testing.assert_close(x_grads, x.grad, rtol=0, atol=EXACT)
     for r, out in enumerate(outs):

@@ -96,7 +96,11 @@ def test_loss_is_divided_by_the_number_of_micro_batches():
     results, batches = run_pipeline(2, "gpipe", 4)
     ref = reference_run(lambda: Llama(TINY), lambda ps: torch.optim.SGD(ps, lr=0.1), batches,
                         dtype=torch.float64)  # fmt: skip
-    assert results[1]["run"].loss == pytest.approx(ref.losses[0], rel=1e-6)  # fp32 loss
+    ratio = results[1]["run"].loss / ref.losses[0]
+    assert ratio == pytest.approx(1, rel=1e-6), (  # fp32 loss
+        f"the step's loss is {ratio:.4g} times one process's"
+        + (": each micro-batch's loss was not divided by the number of micro-batches (m = 4)"
+           if ratio == pytest.approx(4, rel=1e-6) else ""))  # fmt: skip
     assert len(results[1]["run"].losses) == 4
     compare_with_reference(2, "gpipe", 4)
 
@@ -170,6 +174,12 @@ def test_1f1b_lists_and_measured_peak(pp, m):
     built here independently, and the runtime measures min(p - r, m) micro-batches alive on
     rank r."""
     schedule = make_schedule("1f1b", pp, m)
+    for r, actions in enumerate(schedule.actions):
+        first_b = next(i for i, a in enumerate(actions) if a.op == "B")
+        assert first_b == min(pp - r, m), (
+            f"rank {r} runs {first_b} forwards before its first backward, not min(p - r, m) = "
+            f"{min(pp - r, m)}: 1F1B's warm-up forwards are p - r - 1 (at most m), then one "
+            "F/B pair at a time")  # fmt: skip
     assert schedule.actions == one_f_one_b(pp, m).actions
     results, _ = run_pipeline(pp, schedule, m)
     assert [r["run"].peak_in_flight for r in results] == [min(pp - r, m) for r in range(pp)]
@@ -245,6 +255,11 @@ def test_simulator_times_each_action():
     and end on the clock; and W, when present, takes t_weight out of t_backward."""
     s = Schedule("gpipe", 2, 1, 1, [[Action("F", 0), Action("B", 0)]] * 2)
     events = {(r, repr(a)): (start, end) for r, a, start, end in simulate(s, 1.0, 2.0).events}
+    for (rank, action), need in (((1, "F0"), (0, "F0")), ((0, "B0"), (1, "B0"))):
+        assert events[rank, action][0] >= events[need][1], (
+            f"rank {rank}'s {action} starts at {events[rank, action][0]}, before its input "
+            f"arrived (rank {need[0]}'s {need[1]} ends at {events[need][1]}): an action starts "
+            "when its rank is free and its input is there, the later of the two")  # fmt: skip
     assert events == {(0, "F0"): (0, 1), (1, "F0"): (1, 2), (1, "B0"): (2, 4), (0, "B0"): (4, 6)}
     w = Schedule("zb", 2, 1, 1, [[Action("F", 0), Action("B", 0), Action("W", 0)]] * 2)
     result = simulate(w, 1.0, 2.0, t_weight=0.5)
@@ -274,7 +289,11 @@ def test_zb_h1_makespan_and_memory(pp, m, tf, tb, tw):
     early that memory grows: makespan m (t_F + t_B) + (p - 1)(t_F + t_B - 2 t_W) (Qi et al.
     2023's (p - 1)(T_F + T_B - T_W) with T_B the input-gradient part), at most p alive."""
     result = simulate(make_schedule("zb-h1", pp, m), tf, tb, tw)
-    assert result.makespan == pytest.approx(m * (tf + tb) + (pp - 1) * (tf + tb - 2 * tw))
+    want = m * (tf + tb) + (pp - 1) * (tf + tb - 2 * tw)
+    assert result.makespan == pytest.approx(want), (
+        f"the step takes {result.makespan}, not {want} (1F1B's: {(m + pp - 1) * (tf + tb)}): "
+        "ZB-H1 fills the drain's bubble only if rank r's first r W passes are delayed"
+    )
     assert max(result.peak_in_flight) <= pp
 
 

@@ -78,10 +78,24 @@ def test_f_identity_forward_all_reduce_backward_and_g_the_reverse(tp):
     total = sum(range(1, tp + 1))
     for rank, out in enumerate(launch(_f_and_g, tp)):
         x = torch.arange(6.0, dtype=torch.float64).view(2, 3)
-        torch.testing.assert_close(out["y"], x, rtol=0, atol=0)
-        torch.testing.assert_close(out["x_grad"], torch.full((2, 3), float(total), dtype=x.dtype))
-        torch.testing.assert_close(out["z"], torch.full((2, 3), float(total), dtype=x.dtype))
-        torch.testing.assert_close(out["p_grad"], torch.full((2, 3), 3.0, dtype=x.dtype))
+        torch.testing.assert_close(
+            out["y"], x, rtol=0, atol=0, msg=f"rank {rank}: f's forward must be the identity"
+        )
+        torch.testing.assert_close(
+            out["x_grad"],
+            torch.full((2, 3), float(total), dtype=x.dtype),
+            msg=f"rank {rank}: f's backward must all-reduce (sum) the ranks' partial gradients",
+        )
+        torch.testing.assert_close(
+            out["z"],
+            torch.full((2, 3), float(total), dtype=x.dtype),
+            msg=f"rank {rank}: g's forward must all-reduce (sum) the ranks' partial outputs",
+        )
+        torch.testing.assert_close(
+            out["p_grad"],
+            torch.full((2, 3), 3.0, dtype=x.dtype),
+            msg=f"rank {rank}: g's backward must be the identity (no all-reduce)",
+        )
         assert out["f_calls"] == ({}, {"all_reduce": 1}), f"rank {rank}: f calls"
         assert out["g_calls"] == ({"all_reduce": 1}, {}), f"rank {rank}: g calls"
 
@@ -111,7 +125,9 @@ def _mlp(rank: int, world_size: int) -> dict:
         "row weight grad": (row.weight.grad, down.weight.grad.chunk(t, dim=1)[r]),
         "row bias grad": (row.bias.grad, down.bias.grad),
     }  # fmt: skip
-    return {k: (a.detach(), b.detach()) for k, (a, b) in pairs.items()}
+    out = {k: (a.detach(), b.detach()) for k, (a, b) in pairs.items()}
+    out["interleaved"] = up.weight.detach()[r::t]  # every t-th row: the wrong slice
+    return out
 
 
 @pytest.mark.lab07
@@ -121,6 +137,14 @@ def test_column_then_row_parallel_mlp_equals_the_full_layers(tp):
     """Catches interleaved instead of contiguous slices, the row bias added on every rank (t
     times), a missing reduce, and gradients that are not the matching slice of the full one."""
     for rank, pairs in enumerate(launch(_mlp, tp)):
+        assert not torch.equal(pairs["col weight"][0], pairs.pop("interleaved")), (
+            f"rank {rank} kept every t-th row of the weight (interleaved): a column-parallel "
+            "rank keeps one contiguous block of rows")  # fmt: skip
+        (ys, yf), bias = pairs["output"], pairs["row bias"][1]
+        assert not torch.allclose(ys, yf + (tp - 1) * bias, rtol=0, atol=1e-9), (
+            f"rank {rank}: the output is the full layer's plus (t - 1) times the bias: the bias "
+            "was added on every rank; row-parallel adds it once, after the all-reduce"
+        )
         for name, (ours, full) in pairs.items():
             torch.testing.assert_close(ours, full, rtol=1e-12, atol=EXACT,
                                        msg=lambda m, n=name, r=rank: f"rank {r}, {n}: {m}")  # fmt: skip
@@ -136,7 +160,15 @@ def test_tensor_parallel_llama_matches_the_reference(tp, config):
     process's in fp64. Catches kv heads split wrongly (t = 4 with 2 kv heads: each rank needs a
     copy of the kv head its query heads read, its gradient summed over the copies), a wrong
     slice, a missing reduction."""
-    error, where = _worst(compare_with_reference(tp, config=config))
+    comparisons = compare_with_reference(tp, config=config)
+    for rank, c in enumerate(comparisons):
+        bad = [n for n, e in c.errors.items() if n.startswith("grad") and e >= EXACT]
+        assert not bad or not all(".wk." in n or ".wv." in n for n in bad), (
+            f"rank {rank}: only the gradients of wk and wv are wrong ({', '.join(bad)}): the "
+            "copies of a kv head (t > kv_heads) need their gradients summed over the ranks that "
+            "hold the same copy"
+        )
+    error, where = _worst(comparisons)
     assert error < EXACT, f"{where}: {error:.2e}"
 
 
@@ -193,9 +225,16 @@ def _vocab(rank: int, world_size: int, vocab: int, multiple: int) -> dict:
     want = F.cross_entropy(ref.reshape(-1, vocab), target.reshape(-1), reduction="none")
     want.sum().backward()
     logit_grad = F.pad(ref.grad, (0, vp - vocab)).chunk(t, dim=-1)[r]
+    # the same logits shifted by 1000: the same loss, but exp(1000) overflows even in fp64
+    shifted = vocab_parallel_cross_entropy(local.detach() + 1000, target, W, vocab_size=vocab)
+    # each target's logit 50 above the others: a loss near 0 only if the right column is read
+    spike = torch.zeros(3, 4, vp, dtype=torch.float64).scatter_(-1, target.unsqueeze(-1), 50.0)
+    spiked = vocab_parallel_cross_entropy(spike.chunk(t, dim=-1)[r], target, W, vocab_size=vocab)
+    spike_want = F.cross_entropy(spike[..., :vocab].reshape(-1, vocab), target.reshape(-1),
+                                 reduction="none").view(3, 4)  # fmt: skip
     return {"embedding": (out.detach(), full.detach()), "embedding grad": (ours.weight.grad, grad),
             "loss": (loss.detach(), want.view(3, 4).detach()),
-            "logit grad": (local.grad, logit_grad), "calls": cc.calls,
+            "logit grad": (local.grad, logit_grad), "calls": cc.calls, "shifted": shifted, "spiked": (spiked, spike_want),
             "bytes": cc.total_bytes_sent}  # fmt: skip
 
 
@@ -211,6 +250,21 @@ def test_vocab_parallel_embedding_and_cross_entropy(tp, vocab, multiple):
     for rank, out in enumerate(launch(_vocab, tp, vocab, multiple)):
         assert out.pop("calls") == {"all_reduce": 3}, f"rank {rank}"
         assert out.pop("bytes") == 3 * collective_bytes("all_reduce", 3 * 4 * 8, tp)
+        spiked, spike_want = out.pop("spiked")
+        vp = padded_vocab_size(vocab, tp, multiple)
+        assert torch.allclose(spiked, spike_want, rtol=1e-9, atol=1e-9), (
+            f"rank {rank}: with each target's logit 50 above the others the loss is up to "
+            f"{spiked.max().item():.3g}, not {spike_want.max().item():.3g}: the target logit was "
+            f"read from the wrong column (rank r's columns start at r V_p / t of the padded "
+            f"vocabulary, V_p = {vp})")  # fmt: skip
+        shifted = out.pop("shifted")
+        assert shifted.isfinite().all(), (
+            f"rank {rank}: logits + 1000 give a loss of {shifted.flatten()[0].item()}: exp "
+            "overflowed; subtract the all-reduced max logit before exponentiating"
+        )
+        torch.testing.assert_close(shifted, out["loss"][1], rtol=1e-9, atol=1e-9,
+                                   msg=f"rank {rank}: the loss changed when every logit grew by "
+                                       "1000 (a softmax does not)")  # fmt: skip
         for name, (ours, full) in out.items():
             torch.testing.assert_close(ours, full, rtol=1e-12, atol=EXACT,
                                        msg=lambda m, n=name, r=rank: f"rank {r}, {n}: {m}")  # fmt: skip
@@ -264,6 +318,9 @@ def test_sequence_parallel_gather_and_reduce_scatter(tp):
     for rank, out in enumerate(launch(_sp_functions, tp)):
         chunk = full.chunk(tp, dim=1)[rank]
         assert torch.equal(out["gathered"], full)
+        assert not torch.equal(out["x_grad"], torch.full_like(chunk, rank + 1.0)), (
+            f"rank {rank}: the all-gather's backward kept only this rank's gradient; it is a "
+            "reduce-scatter (every rank's gradient of my tokens, summed)")  # fmt: skip
         assert torch.equal(out["x_grad"], torch.full_like(chunk, float(total)))
         assert torch.equal(out["scattered"], chunk * total)
         assert torch.equal(out["y_grad"], ranks.view(1, 8, 1).expand_as(full))
@@ -281,8 +338,15 @@ def test_sequence_parallel_llama_matches_the_reference(tp, config):
     missing norm-gradient all-reduce (the norm weights' gradients are partial sums and the
     replicas drift) and a wrong gather or reduce-scatter."""
     multiple = 8 if config is ODD else 128
-    error, where = _worst(compare_with_reference(tp, sp=True, config=config,
-                                                 vocab_multiple=multiple))  # fmt: skip
+    comparisons = compare_with_reference(tp, sp=True, config=config, vocab_multiple=multiple)
+    for rank, c in enumerate(comparisons):
+        bad = [n for n, e in c.errors.items() if n.startswith("grad") and e >= EXACT]
+        assert not bad or not all("norm" in n for n in bad), (
+            f"rank {rank}: only the norm weights' gradients are wrong ({', '.join(bad)}): under "
+            "sp each rank's covers its s/t tokens; every norm weight's gradient must be "
+            "all-reduced over the tp group"
+        )
+    error, where = _worst(comparisons)
     assert error < EXACT, f"{where}: {error:.2e}"
 
 
