@@ -34,8 +34,11 @@ PYTEST = [
 ]  # fmt: skip
 
 
-def _run(cmd: list[str], **kw) -> None:
+def _run(cmd: list[str], *, quiet: bool = False, **kw) -> None:
+    """Run ``cmd``; ``quiet`` silences progress bars, whose lines must stay out of outputs."""
     print("+", " ".join(str(c) for c in cmd), flush=True)
+    if quiet:
+        kw["env"] = {**os.environ, **kw.get("env", {}), "MINITORCH_DIST_PROGRESS": "0"}
     subprocess.run(cmd, cwd=ROOT, check=True, **kw)
 
 
@@ -67,7 +70,7 @@ sys.exit(1 if leaks else 0)
 
 
 def book() -> None:
-    _run([str(BIN / BOOK[0]), *BOOK[1:]])
+    _run([str(BIN / BOOK[0]), *BOOK[1:]], quiet=True)
     if os.environ.get("MINITORCH_DIST_SOLUTIONS") != "show":  # the book shows no solution
         _run([str(PY), "-c", NO_SOLUTIONS])
     print(f"book written to {ROOT / '_build' / 'html' / 'index.html'}")
@@ -76,7 +79,7 @@ def book() -> None:
 def test() -> None:
     _run([str(BIN / "ruff"), "check", "."])
     _run([str(BIN / "ruff"), "format", "--check", "."])
-    _run([str(PY), *PYTEST])
+    _run([str(PY), *PYTEST], quiet=True)
     book()
 
 
@@ -97,7 +100,7 @@ for name in sys.argv[1:]:
 
 def execute(notebooks: list[str]) -> None:
     """Re-execute lab notebooks in place, leaving no timestamps or widget ids behind (for nbval)."""
-    _run([str(PY), "-c", EXECUTE, *notebooks])
+    _run([str(PY), "-c", EXECUTE, *notebooks], quiet=True)
 
 
 def main(argv: list[str] | None = None) -> int:
