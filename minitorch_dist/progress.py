@@ -10,7 +10,8 @@ person (JupyterLab, Notebook, VS Code, Colab) it is one line of output updated i
 - when stderr is not a terminal and no person's notebook frontend is attached: notebooks run by
   nbval, nbclient or the book build get no progress line in their outputs.
 
-No dependency (tqdm is not one of ours); at most one redraw per ``interval`` seconds.
+A loop inside a loop that already shows progress stays silent (one line, the outer one). No
+dependency (tqdm is not one of ours); at most one redraw per ``interval`` seconds.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ __all__ = ["mode", "progress"]
 
 T = TypeVar("T")
 WIDTH = 24  # characters of the bar
+_drawing = [0]  # how many bars are drawing now: only the outermost draws
 # Set by the kernels a person's frontend starts: jupyter_server (Lab, Notebook 7), VS Code, Colab.
 FRONTEND_ENV = ("JPY_SESSION_NAME", "VSCODE_PID", "VSCODE_CWD", "COLAB_RELEASE_TAG")
 
@@ -91,13 +93,14 @@ def progress(
         except TypeError:
             total = None
     where = mode()
-    if where is None:
+    if where is None or _drawing[0]:
         yield from iterable
         return
     out: Any = _Terminal() if where == "terminal" else _Notebook()
     start = last = time.perf_counter()
     n = 0
     out.draw(_line(desc, 0, total, 0.0), False)
+    _drawing[0] += 1
     try:
         for item in iterable:
             yield item
@@ -107,4 +110,5 @@ def progress(
                 out.draw(_line(desc, n, total, now - start), False)
                 last = now
     finally:
+        _drawing[0] -= 1
         out.draw(_line(desc, n, total, time.perf_counter() - start), True)
