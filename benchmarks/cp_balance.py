@@ -29,6 +29,7 @@ import torch.nn.functional as F
 from common import device_tag, write_result
 
 from minitorch_dist.context_parallel.layout import chunk_ids
+from minitorch_dist.progress import progress
 
 LAYOUTS = ("contiguous", "zigzag")
 
@@ -88,7 +89,7 @@ def main() -> None:
     for rank in range(args.cp):  # warm-up: kernels chosen, allocator filled
         time_rank(q, k, v, rank, args.cp, "zigzag", device)
     rows, summary = [], {}
-    for layout in LAYOUTS:
+    for layout in progress(LAYOUTS, desc="layouts"):
         times = []
         for rank in range(args.cp):
             t = statistics.median(

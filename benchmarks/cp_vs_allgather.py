@@ -30,6 +30,7 @@ import torch
 from common import emit
 
 from minitorch_dist.context_parallel.measure import count_cp_bytes, measure_attention
+from minitorch_dist.progress import progress
 
 METHODS = ("ring", "allgather", "ulysses")
 
@@ -52,7 +53,7 @@ def measure(args: argparse.Namespace, seq: int) -> dict:
                  head_dim=args.head_dim)  # fmt: skip
     cp = args.world_size
     rows = {}
-    for method in METHODS:
+    for method in progress(METHODS, desc=f"methods at s={seq}"):
         if method == "ulysses" and (args.heads % cp or args.kv_heads % cp):
             continue  # cp must divide the heads and the kv heads
         ranks = measure_attention(cp, method=method, repeats=args.repeats, timeout=600, **shape)

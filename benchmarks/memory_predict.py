@@ -38,6 +38,7 @@ from minitorch_dist.memory import (
 from minitorch_dist.models import Llama, LlamaConfig, cross_entropy
 from minitorch_dist.models.checkpointing import apply_torch_checkpointing
 from minitorch_dist.models.data import synthetic_batch
+from minitorch_dist.progress import progress
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 RECIPE_OF = {"float32": "fp32"}  # pure bf16 + Adam has no closed-form recipe name: 2 + 2 + 4
@@ -67,7 +68,7 @@ def measure(
     """One step per recompute policy on a real model; rows of predicted vs measured bytes."""
     rows, p = [], torch.finfo(DTYPES[dtype]).bits // 8
     n = config.num_params()
-    for recompute in ("none", "selective", "full"):
+    for recompute in progress(("none", "selective", "full"), desc=f"steps on {device}"):
         torch.manual_seed(0)
         previous = torch.get_default_dtype()
         torch.set_default_dtype(DTYPES[dtype])
@@ -107,8 +108,12 @@ def measure(
 def fake_runs(args: argparse.Namespace) -> list[dict[str, Any]]:
     config = LlamaConfig.from_preset(args.fake_preset)
     runs = []
-    for dtype, autocast, p in ((torch.float32, None, 4), (torch.float32, torch.bfloat16, None),
-                               (torch.bfloat16, None, 2)):  # fmt: skip
+    recipes = (
+        (torch.float32, None, 4),
+        (torch.float32, torch.bfloat16, None),
+        (torch.bfloat16, None, 2),
+    )
+    for dtype, autocast, p in progress(recipes, desc=f"fake-tensor steps of {config.name}"):
         got = measure_step_fake(config, seq_len=args.fake_seq_len, micro_batch=1, dtype=dtype,
                                 autocast_dtype=autocast)  # fmt: skip
         runs.append({

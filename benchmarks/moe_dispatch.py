@@ -34,6 +34,7 @@ from minitorch_dist.expert_parallel import all_to_all_bytes, capacity_buffer_byt
 from minitorch_dist.expert_parallel.measure import TINY_MOE, measure_dispatch
 from minitorch_dist.expert_parallel.train import train_with_aux_loss
 from minitorch_dist.models.moe import MoEConfig
+from minitorch_dist.progress import progress
 
 ROUTINGS = ("uniform", "random", "skewed")
 
@@ -61,7 +62,7 @@ def dispatch_rows(args: argparse.Namespace) -> list[dict]:
     capped = MoEConfig(experts=args.experts, top_k=args.top_k, expert_ffn=args.expert_ffn,
                        capacity_factor=args.capacity_factor)  # fmt: skip
     rows = []
-    for routing in ROUTINGS:
+    for routing in progress(ROUTINGS, desc="routings"):
         for mode, moe in (("dropless", free), ("capacity", capped)):
             runs = measure_dispatch(args.world_size, tokens=args.tokens, hidden=args.hidden,
                                     moe=moe, dispatch_mode=mode, routing=routing,

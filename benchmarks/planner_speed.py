@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 from minitorch_dist.planner import Cluster, as_model, memo, plan
+from minitorch_dist.progress import progress
 
 
 def clear_caches() -> None:
@@ -37,7 +38,7 @@ def main() -> None:
     args = parser.parse_args()
     cluster = Cluster.from_preset(args.cluster, args.gpus)
     times = []
-    for _ in range(args.repeat):
+    for _ in progress(range(args.repeat), desc="planner runs"):
         clear_caches()
         start = time.perf_counter()
         result = plan(args.model, cluster, global_batch=args.global_batch, seq_len=args.seq_len)

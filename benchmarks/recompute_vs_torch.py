@@ -30,6 +30,7 @@ from torch import nn
 from minitorch_dist.memory import format_bytes, measure_step
 from minitorch_dist.models import LlamaConfig, cross_entropy, synthetic_batch
 from minitorch_dist.models.checkpointing import apply_torch_checkpointing
+from minitorch_dist.progress import progress
 from minitorch_dist.recompute import build_model, stored_activations, time_steps
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
@@ -83,7 +84,9 @@ def main() -> None:
     runs = [("none", "none")] + [(p, i) for p in ("selective", "full") for i in IMPLS]
     models = {run: make(config, run[0], "ours" if run[1] == "none" else run[1], args.device, dtype)
               for run in runs}  # fmt: skip
-    memory = {run: measure(model, batch) for run, model in models.items()}
+    memory = {
+        run: measure(model, batch) for run, model in progress(models.items(), len(models), "memory")
+    }
     seconds = time_steps(models, batch, repeats=args.repeats)
 
     gpu = torch.cuda.get_device_name() if torch.cuda.is_available() else "no GPU"

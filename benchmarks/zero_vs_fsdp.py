@@ -36,6 +36,7 @@ from common import add_model_args, config_from_args, emit
 from minitorch_dist import launch
 from minitorch_dist.memory import format_bytes
 from minitorch_dist.models import Llama, LlamaConfig, cross_entropy
+from minitorch_dist.progress import progress
 from minitorch_dist.reference import make_batches, rank_batch
 from minitorch_dist.zero import zero_optimizer
 from minitorch_dist.zero.measure import zero_table
@@ -127,7 +128,8 @@ def main() -> None:
     # pinned-memory paths, whose losses must agree with FSDP2's as well.
     others = ("zero0", "zero1", "zero2", "zero2+offload", "zero3+offload")
     variants = ("zero3", "fsdp2") + (others if args.device == "cuda" or args.all_stages else ())
-    results = {w: launch(_run, args.world, w, config, args, timeout=600) for w in variants}
+    results = {w: launch(_run, args.world, w, config, args, timeout=600)
+               for w in progress(variants, desc="variants")}  # fmt: skip
     peak = {w: max(r["peak"] for r in rs) for w, rs in results.items()}  # the worst rank
     step = {w: max(r["time"] for r in rs) for w, rs in results.items()}
     gap = max(

@@ -33,8 +33,11 @@ NBVAL = ["--nbval", "--nbval-sanitize-with", "tests/nbval_sanitize.cfg", "--time
 PYTEST = ["-m", "pytest", "tests", "labs", *NBVAL]
 
 
-def _run(cmd: list[str], **kw) -> None:
+def _run(cmd: list[str], *, quiet: bool = False, **kw) -> None:
+    """Run ``cmd``; ``quiet`` silences progress bars, whose lines must stay out of outputs."""
     print("+", " ".join(str(c) for c in cmd), flush=True)
+    if quiet:
+        kw["env"] = {**os.environ, **kw.get("env", {}), "MINITORCH_DIST_PROGRESS": "0"}
     subprocess.run(cmd, cwd=ROOT, check=True, **kw)
 
 
@@ -66,7 +69,7 @@ sys.exit(1 if leaks else 0)
 
 
 def book() -> None:
-    _run([str(BIN / BOOK[0]), *BOOK[1:]])
+    _run([str(BIN / BOOK[0]), *BOOK[1:]], quiet=True)
     if os.environ.get("MINITORCH_DIST_SOLUTIONS") != "show":  # the book shows no solution
         _run([str(PY), "-c", NO_SOLUTIONS])
     print(f"book written to {ROOT / '_build' / 'html' / 'index.html'}")
@@ -77,14 +80,14 @@ def test() -> None:
     _run([str(BIN / "ruff"), "format", "--check", "."])
     # nbval runs every lab here once; tests/test_notebooks.py adds the second run of its
     # determinism check (not two more).
-    _run([str(PY), *PYTEST], env=dict(os.environ, MINITORCH_DIST_NBVAL_PASSES="1"))
+    _run([str(PY), *PYTEST], quiet=True, env={"MINITORCH_DIST_NBVAL_PASSES": "1"})
     book()
 
 
 def notebooks() -> None:
     """The labs' stored outputs against a fresh run (nbval), nothing else: CI's second torch."""
     _run([str(PY), "-c", "import torch; print('torch', torch.__version__)"])
-    _run([str(PY), "-m", "pytest", "labs", "-p", "no:cacheprovider", *NBVAL])
+    _run([str(PY), "-m", "pytest", "labs", "-p", "no:cacheprovider", *NBVAL], quiet=True)
 
 
 EXECUTE = """
@@ -104,7 +107,7 @@ for name in sys.argv[1:]:
 
 def execute(notebooks: list[str]) -> None:
     """Re-execute lab notebooks in place, leaving no timestamps or widget ids behind (for nbval)."""
-    _run([str(PY), "-c", EXECUTE, *notebooks])
+    _run([str(PY), "-c", EXECUTE, *notebooks], quiet=True)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from itertools import product
 
 from minitorch_dist.memory import format_bytes
+from minitorch_dist.progress import progress
 
 from .config import RECOMPUTE, ParallelConfig, validate
 from .cost import StepTime, step_time
@@ -115,7 +116,8 @@ def plan(model, cluster, *, global_batch: int, seq_len: int, only: dict | None =
     model = as_model(model)
     kw = {"global_batch": global_batch, "seq_len": seq_len}
     rows = []
-    for tp, pp, cp, dp, v, ep, mb in layouts(model, cluster, global_batch):
+    todo = layouts(model, cluster, global_batch)
+    for tp, pp, cp, dp, v, ep, mb in progress(todo, desc="planner: layouts"):
         layout = {"dp": dp, "tp": tp, "pp": pp, "v": v, "cp": cp, "ep": ep, "micro_batch": mb}
         if any(layout[k] != only[k] for k in only.keys() & layout.keys()):
             continue
