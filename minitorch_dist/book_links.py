@@ -188,6 +188,7 @@ def _register_label_style() -> None:
     from pybtex.richtext import Text
     from pybtex.style.formatting.unsrt import Style as UnsrtStyle
     from pybtex.style.labels import BaseLabelStyle
+    from pybtex.style.sorting import BaseSortingStyle
 
     def last(person: Any) -> str:
         return Text.from_latex(" ".join(person.prelast_names + person.last_names)).render_as("text")
@@ -215,10 +216,19 @@ def _register_label_style() -> None:
                 yield label if count[label] == 1 else label + chr(ord("a") + seen[label])
                 seen[label] += 1
 
-    class AuthorYearStyle(UnsrtStyle):
-        default_label_style = "author_year_labels"
-        default_sorting_style = "author_year_title"
+    class ByLabel(BaseSortingStyle):
+        """Alphabetical by the label's author part, then year and title, so that a braced
+        corporate author ({NVIDIA}) sorts among the others, not after Z."""
 
+        def sorting_key(self, entry: Any) -> tuple[str, str, str]:
+            who = AuthorYearLabels().format_label(entry).rsplit(", ", 1)[0]
+            return who.lower(), entry.fields.get("year", ""), entry.fields.get("title", "")
+
+    class AuthorYearStyle(UnsrtStyle):
+        default_label_style = STYLE
+        default_sorting_style = STYLE
+
+    register_plugin("pybtex.style.sorting", STYLE, ByLabel, force=True)
     register_plugin("pybtex.style.labels", STYLE, AuthorYearLabels, force=True)
     register_plugin("pybtex.style.formatting", STYLE, AuthorYearStyle, force=True)
 
