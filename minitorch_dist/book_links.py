@@ -151,7 +151,7 @@ def _vendor(app: Any) -> None:
     from minitorch_dist import vendor
 
     vendor.ensure(quiet=True)
-    static = str(vendor.DEST.parent)
+    static = str(vendor.STATIC)  # added here, not in _config.yml: see vendor.STATIC
     paths = [str((Path(app.confdir) / p).resolve()) for p in app.config.html_static_path]
     if static not in paths:
         app.config.html_static_path.append(static)

@@ -4,10 +4,10 @@ The built book would otherwise load these from CDNs at read time, so a local ``_
 opened without a network shows raw TeX and empty widget boxes. At build time this module
 fetches pinned npm packages from the registry, checks each tarball against the registry's
 ``dist.integrity`` (sha512), caches it under ``.venv/vendor-cache/`` and copies the files the
-pages need to ``_static/vendor/`` (git-ignored). Standard library only: a reader's machine may
-have no node/npm.
+pages need to ``_vendor/vendor/`` (git-ignored), which the built book serves as
+``_static/vendor/``. Standard library only: a reader's machine may have no node/npm.
 
-    python -m minitorch_dist.vendor          # fetch (or reuse the cache) and write _static/vendor
+    python -m minitorch_dist.vendor          # fetch (or reuse the cache) and write _vendor/vendor
 
 ``_config.yml`` points Sphinx's ``mathjax_path`` and myst-nb's ``nb_ipywidgets_js`` at the
 copies (``URLS`` below); ``minitorch_dist.book_links`` runs :func:`ensure` when a build starts.
@@ -28,14 +28,18 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-DEST = ROOT / "_static" / "vendor"
+# Not under the book's _static/: Jupyter Book links every .js and .css found there into every
+# page. minitorch_dist.book_links adds _vendor/ to html_static_path, so the files land in the
+# built book's _static/vendor/.
+STATIC = ROOT / "_vendor"
+DEST = STATIC / "vendor"
 CACHE = Path(os.environ.get("MINITORCH_DIST_VENDOR_CACHE", ROOT / ".venv" / "vendor-cache"))
 REGISTRY = os.environ.get("MINITORCH_DIST_NPM_REGISTRY", "https://registry.npmjs.org")
 
 
 @dataclass(frozen=True)
 class Package:
-    """One npm tarball: which files of it (paths under ``package/``) go to ``_static/vendor/dest``."""
+    """One npm tarball: which files of it (paths under ``package/``) go to ``DEST / dest``."""
 
     name: str
     version: str
@@ -80,7 +84,7 @@ PACKAGES = (
         "2.3.4",
         "sha512-qPD5gRrj6kGQ0ZySAJgqbArkaDqPMbQIT0zSZDkIv1mfA17w/tR2Faq5l2qqRf2CdQx6FWln9nUrgd2UDzb19A==",
         dest="requirejs",
-        keep=("require.js", "README.md"),
+        keep=("require.js",),  # its MIT notice is in the file
     ),
     # The ipywidgets 8 embedder myst-nb asks for. embed-amd.js bundles @jupyter-widgets/base,
     # controls and output (its loadClass resolves those three itself and only goes to the
@@ -100,8 +104,46 @@ PACKAGES = (
 URLS = {
     "mathjax": "vendor/mathjax/es5/tex-mml-chtml.js",
     "requirejs": "vendor/requirejs/require.js",
+    "widgets-setup": "vendor/widgets-setup.js",
     "html-manager": "vendor/html-manager/dist/embed-amd.js",
 }
+
+# Loaded between require.js and embed-amd.js (ours, not from npm). Two fixes, both seen in
+# headless Chromium on lab 1:
+# - embed-amd.js finds its Font Awesome files relative to its AMD module's URL, which require.js
+#   puts beside the page ("labs/@jupyter-widgets/html-manager/dist/...woff2", not found): map
+#   that module path to the vendored folder, found relative to this script.
+# - ipywidgets 8 typesets widget labels with MathJax 2's MathJax.Hub.Queue, which MathJax 3
+#   lacks ("Cannot read properties of undefined (reading 'Queue')", once per widget): give
+#   every MathJax object a Hub whose Queue calls MathJax 3's typesetPromise.
+WIDGETS_SETUP = """\
+(function () {
+  "use strict";
+  var here = document.currentScript.src.replace(/[?#].*$/, "");
+  var dist = here.slice(0, here.lastIndexOf("/") + 1) + "html-manager/dist";
+  window.require.config({paths: {"@jupyter-widgets/html-manager/dist": dist}});
+  var hub = {Queue: function () {
+    var mj = window.MathJax, nodes = [];
+    for (var i = 0; i < arguments.length; i++) {
+      var cmd = arguments[i];
+      if (Array.isArray(cmd) && cmd[0] === "Typeset" && cmd[2]) nodes.push(cmd[2]);
+    }
+    if (mj && mj.startup && mj.startup.promise && mj.typesetPromise) {
+      mj.startup.promise.then(function () { return mj.typesetPromise(nodes); });
+    }
+  }};
+  var current = window.MathJax;
+  Object.defineProperty(window, "MathJax", {
+    configurable: true,
+    get: function () { return current; },
+    set: function (value) {
+      current = value;
+      if (value && typeof value === "object" && !value.Hub) value.Hub = hub;
+    },
+  });
+  if (current && !current.Hub) current.Hub = hub;
+})();
+"""
 
 
 class VendorError(RuntimeError):
@@ -194,6 +236,9 @@ def ensure(dest: Path = DEST, quiet: bool = False) -> Path:
         stamp.write_text(_stamp(pkg))
         if not quiet:
             print(f"vendor: {pkg.name}@{pkg.version}: {n} files in {out}", flush=True)
+    setup = dest / "widgets-setup.js"  # URLS["widgets-setup"]
+    if not setup.exists() or setup.read_text() != WIDGETS_SETUP:
+        setup.write_text(WIDGETS_SETUP)
     for key, url in URLS.items():
         if not (dest.parent / url).is_file():
             raise VendorError(f"{key}: {dest.parent / url} is missing after vendoring")
