@@ -157,6 +157,25 @@ def _vendor(app: Any) -> None:
         app.config.html_static_path.append(static)
 
 
+def _theme_mode(app: Any, config: Any) -> None:
+    """A colour mode for a reader's first visit: with none (the theme's default), every first
+    page logs "Got invalid theme mode: . Resetting to auto." as a console error. The theme
+    reads it from html_context (it is not a theme option)."""
+    if not config.html_context.get("default_mode"):
+        config.html_context["default_mode"] = "auto"
+
+
+def _thebe_config(app: Any, doctree: Any, docname: str) -> None:
+    """Drop the x-thebe-config block sphinx-thebe puts in every page when thebe is off."""
+    from docutils import nodes
+
+    if app.config.html_theme_options.get("launch_buttons", {}).get("thebe"):
+        return
+    for node in list(doctree.findall(nodes.raw)):
+        if "text/x-thebe-config" in node.astext():
+            node.parent.remove(node)
+
+
 def _scripts(app: Any, pagename: str, templatename: str, context: dict, doctree: Any):
     """Drop sphinx-thebe's scripts when thebe is off, and body scripts emitted twice."""
     thebe = app.config.html_theme_options.get("launch_buttons", {}).get("thebe")
@@ -236,7 +255,9 @@ def _register_label_style() -> None:
 def setup(app: Any) -> dict[str, Any]:
     """Sphinx entry point."""
     _register_label_style()
+    app.connect("config-inited", _theme_mode)
     app.connect("builder-inited", _vendor)
+    app.connect("doctree-resolved", _thebe_config, priority=900)  # after sphinx-thebe's (500)
     app.connect("doctree-read", _hide_markers)
     app.connect("html-page-context", _colab_button, priority=600)  # after the theme's (501)
     app.connect("html-page-context", _scripts, priority=900)

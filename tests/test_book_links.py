@@ -206,3 +206,24 @@ def test_sidebar_numbers_chapters_as_the_prose_does():
         assert title == f"{number}. {heading}", file
     labs = [e for e in entries if e["file"].startswith("labs/")]
     assert all("title" not in e for e in labs), "labs number themselves ('Lab N: ...')"
+
+
+def test_theme_mode_set_for_a_first_visit_and_kept_when_chosen():
+    class Config:
+        html_context = {"github_user": "x", "default_mode": ""}
+
+    book_links._theme_mode(None, Config)
+    assert Config.html_context == {"github_user": "x", "default_mode": "auto"}
+    Config.html_context["default_mode"] = "dark"
+    book_links._theme_mode(None, Config)
+    assert Config.html_context["default_mode"] == "dark"
+
+
+@pytest.mark.parametrize("thebe", [False, True])
+def test_thebe_config_block_dropped_while_thebe_is_off(thebe):
+    doc = nodes.section()
+    doc += nodes.raw("", '<script type="text/x-thebe-config">{}</script>', format="html")
+    doc += nodes.raw("", "<p>kept</p>", format="html")
+    book_links._thebe_config(_App(thebe), doc, "p")
+    raws = [n.astext() for n in doc.findall(nodes.raw)]
+    assert len(raws) == (2 if thebe else 1) and "<p>kept</p>" in raws
