@@ -93,12 +93,16 @@ def chapter_notebook(md: Path, root: Path = ROOT) -> str:
     cells = [install, *nb.cells]
     for i, cell in enumerate(cells):
         cell["id"] = f"cell-{i:03d}"
+        cell["source"] = cell["source"].splitlines(keepends=True)  # as Jupyter saves it
         if cell["cell_type"] == "code":
             cell["outputs"], cell["execution_count"] = [], None
     meta = {k: v for k, v in nb.metadata.items() if k != "jupytext"}
     meta["colab"] = {"provenance": []}
     out = {"cells": cells, "metadata": meta, "nbformat": 4, "nbformat_minor": 5}
-    return json.dumps(out, indent=1, ensure_ascii=False, sort_keys=True) + "\n"
+    # Keys sorted, dumped as minitorch_dist.release rewrites notebooks, so that the student
+    # edition's copy stays byte-identical (and in sync).
+    out = json.loads(json.dumps(out, sort_keys=True))
+    return json.dumps(out, indent=1, ensure_ascii=False) + "\n"
 
 
 def chapter_pages(root: Path = ROOT) -> list[Path]:

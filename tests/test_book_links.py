@@ -45,6 +45,18 @@ def test_colab_twin_is_in_sync(md):
     )
 
 
+def test_twin_survives_the_student_edition_unchanged(tmp_path):
+    """The release rewrites every notebook it ships (stubs, no outputs); a twin must come out
+    byte-identical, or the edition's own sync test fails."""
+    from minitorch_dist.release import _strip_notebook
+
+    md = CHAPTERS[1]
+    copy = tmp_path / "twin.ipynb"
+    copy.write_text(chapter_notebook(md), encoding="utf-8")
+    _strip_notebook(copy, None)
+    assert copy.read_text(encoding="utf-8") == chapter_notebook(md)
+
+
 def test_no_stray_twins():
     twins = {p.name for p in (ROOT / "colab" / "chapters").glob("*.ipynb")}
     assert twins == {p.with_suffix(".ipynb").name for p in CHAPTERS}
