@@ -69,6 +69,7 @@ sys.exit(1 if leaks else 0)
 
 
 def book() -> None:
+    _run([str(PY), "-m", "minitorch_dist.vendor"])  # the book's own MathJax and widget scripts
     _run([str(BIN / BOOK[0]), *BOOK[1:]], quiet=True)
     if os.environ.get("MINITORCH_DIST_SOLUTIONS") != "show":  # the book shows no solution
         _run([str(PY), "-c", NO_SOLUTIONS])

@@ -101,7 +101,9 @@ def _label(cell: Cell, n: int) -> str:
     return ("Σ" if len(ranks) == n and n > 2 else "".join(_LETTERS[r] for r in ranks)) + str(chunk)
 
 
-def _grid(ax, cells: list[list[Cell]], title: str, sent: set | None = None) -> None:  # noqa: ANN001
+def _grid(
+    ax, cells: list[list[Cell]], title: str, sent: set | None = None, font: float = 7
+) -> None:  # noqa: ANN001
     n = len(cells)
     for r, row in enumerate(cells):
         for j, cell in enumerate(row):
@@ -113,14 +115,14 @@ def _grid(ax, cells: list[list[Cell]], title: str, sent: set | None = None) -> N
                 alpha = 1.0 if len(ranks) in (1, n) else 0.35 + 0.5 * len(ranks) / n
             edge = 2.5 if sent and (r, j) in sent else 0.6
             ax.add_patch(_rect(j, r, face, alpha, edge))
-            ax.text(j + 0.5, r + 0.5, _label(cell, n), ha="center", va="center", fontsize=7,
+            ax.text(j + 0.5, r + 0.5, _label(cell, n), ha="center", va="center", fontsize=font,
                     color="white" if cell else "black")  # fmt: skip
     ax.set_xlim(0, len(cells[0]))
     ax.set_ylim(n, 0)
     ax.set_xticks([j + 0.5 for j in range(len(cells[0]))], [str(j) for j in range(len(cells[0]))])
     ax.set_yticks([r + 0.5 for r in range(n)], [f"rank {r}" for r in range(n)])
-    ax.tick_params(length=0, labelsize=7)
-    ax.set_title(title, fontsize=8)
+    ax.tick_params(length=0, labelsize=font)
+    ax.set_title(title, fontsize=font + 1)
 
 
 def _rect(x: float, y: float, face: str, alpha: float, edge: float):  # noqa: ANN202
@@ -171,15 +173,24 @@ def ring_states(n: int) -> list[tuple[str, list[list[Cell]], set]]:
 
 
 def plot_ring(n: int = 4) -> Figure:
-    """Every step of the ring all-reduce on ``n`` ranks; thick borders mark the chunks sent."""
+    """Every step of the ring all-reduce on ``n`` ranks; thick borders mark the chunks sent.
+
+    Two rows (start and reduce-scatter above, all-gather below), 6.4 inches wide: at the
+    book's 100 dpi that is 640 pixels, narrower than the text column, so the page shows it
+    unscaled and its 9-point labels stay readable (one row of seven steps was scaled to
+    about two thirds, 6-pixel labels).
+    """
     steps = ring_states(n)
-    fig = BookFigure(figsize=(1.45 * len(steps), 1.9))
-    axes = fig.subplots(1, len(steps))
-    for ax, (title, cells, sent) in zip(axes, steps):
-        _grid(ax, cells, title, sent)
-        if ax is not axes[0]:
+    cols = n  # start + (n - 1) reduce-scatter steps; below them the (n - 1) all-gather steps
+    fig = BookFigure(figsize=(6.4, 0.75 + 0.62 * n))
+    axes = fig.subplots(2, cols, gridspec_kw={"wspace": 0.06, "hspace": 0.45})
+    slots = [axes[0][j] for j in range(cols)] + [axes[1][j] for j in range(cols - 1)]
+    fig.delaxes(axes[1][cols - 1])
+    for ax, (title, cells, sent) in zip(slots, steps):
+        _grid(ax, cells, title, sent, font=8.5)
+        if ax not in (axes[0][0], axes[1][0]):
             ax.set_yticks([])
-    fig.tight_layout()
+    fig.subplots_adjust(left=0.1, right=0.99, top=0.92, bottom=0.07)
     return fig
 
 
