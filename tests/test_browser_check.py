@@ -75,6 +75,11 @@ def write_site(root: Path, body: str, name: str = "page.html") -> tuple[Path, Pa
     return html, repo
 
 
+@pytest.fixture(autouse=True)
+def quick_predictor(monkeypatch):
+    monkeypatch.setattr(bc, "UPDATE_TIMEOUT_MS", 300)  # the pages here update synchronously
+
+
 @pytest.fixture(scope="module")
 def browser():
     pytest.importorskip(
@@ -143,6 +148,24 @@ def test_live_predictor_against_a_wrong_predict(browser, tmp_path):
         return {"total": fake_predict(values)["total"] + 1}
 
     only(check(browser, tmp_path, PREDICTOR + LIVE, predict=wrong), "predict gives")
+
+
+def test_predictor_updating_later_is_waited_for(browser, tmp_path, monkeypatch):
+    monkeypatch.setattr(bc, "UPDATE_TIMEOUT_MS", 3000)
+    later = LIVE.replace(
+        "box.addEventListener('change', () => {",
+        "box.addEventListener('change', () => setTimeout(() => {",
+    )
+    later = later.replace("v('seq');\n  });", "v('seq');\n  }, 200));")
+    assert "setTimeout" in later and "200)" in later
+    assert check(browser, tmp_path, PREDICTOR + later) == []
+
+
+def test_predictor_that_raises_in_python(browser, tmp_path):
+    def refuses(values: dict[str, str]) -> dict[str, int]:
+        raise ValueError("zero=3 needs dp > 1")
+
+    only(check(browser, tmp_path, PREDICTOR + LIVE, predict=refuses), "raised ValueError")
 
 
 def test_predictor_without_the_module_or_a_control(browser, tmp_path):
