@@ -18,10 +18,12 @@ from __future__ import annotations
 import argparse
 import functools
 import http.server
+import multiprocessing
 import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -153,6 +155,8 @@ def predictor_failures(page, predict: Predict | None) -> list[str]:
 def check_page(browser, origin: str, html_dir: Path, page_path: str, repo_root: Path,
                screenshots: Path | None, predict: Predict | None) -> list[str]:  # fmt: skip
     """Every failure on one page (without the page name)."""
+    from playwright.sync_api import Error
+
     fails: list[str] = []
     local = urlsplit(origin).netloc
     external: list[str] = []
@@ -189,7 +193,13 @@ def check_page(browser, origin: str, html_dir: Path, page_path: str, repo_root: 
         if screenshots is not None:
             shot = screenshots / Path(page_path).with_suffix(".png")
             shot.parent.mkdir(parents=True, exist_ok=True)
-            page.screenshot(path=str(shot), full_page=True)
+            for attempt in (1, 2):  # a very tall page can fail once under memory pressure
+                try:
+                    page.screenshot(path=str(shot), full_page=True)
+                    break
+                except Error as e:
+                    if attempt == 2:
+                        fails.append(f"no screenshot: {str(e).splitlines()[0]}")
     finally:
         page.close()
     fails += [f"requested {u} while offline" for u in dict.fromkeys(external)]
@@ -197,20 +207,21 @@ def check_page(browser, origin: str, html_dir: Path, page_path: str, repo_root: 
 
 
 def check_site(html_dir: Path | str, repo_root: Path | str = ".", screenshots: Path | str | None = None,
-               browser=None, predict: Predict | None | str = "module") -> list[tuple[str, str]]:  # fmt: skip
-    """(page, failure) for every failure on every page of ``html_dir``."""
+               browser=None, predict: Predict | None | str = "module",
+               only: list[str] | None = None) -> list[tuple[str, str]]:  # fmt: skip
+    """(page, failure) for every failure on every page of ``html_dir`` (or on the pages ``only``)."""
     html_dir, repo_root = Path(html_dir).resolve(), Path(repo_root).resolve()
     shots = None if screenshots is None else Path(screenshots)
     if predict == "module":
         predict = _default_predict()
     if browser is None:
         with chromium() as own:
-            return check_site(html_dir, repo_root, shots, own, predict)
+            return check_site(html_dir, repo_root, shots, own, predict, only)
     from playwright.sync_api import Error
 
     out = []
     with serve(html_dir) as origin:
-        for page_path in pages(html_dir):
+        for page_path in pages(html_dir) if only is None else only:
             fails = redirect_failures(html_dir, page_path)
             try:
                 if fails is None:
@@ -223,17 +234,36 @@ def check_site(html_dir: Path | str, repo_root: Path | str = ".", screenshots: P
     return out
 
 
+def check_parallel(html_dir: Path, repo_root: Path, screenshots: Path | None, jobs: int
+                   ) -> list[tuple[str, str]]:  # fmt: skip
+    """``check_site`` with the pages dealt over ``jobs`` processes, one browser each."""
+    every = pages(html_dir)
+    if jobs <= 1:
+        return check_site(html_dir, repo_root, screenshots)
+    with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
+        parts = [
+            pool.submit(
+                check_site, html_dir, repo_root, screenshots, None, "module", every[k::jobs]
+            )
+            for k in range(jobs)
+        ]
+        fails = [f for part in parts for f in part.result()]
+    order = {page: i for i, page in enumerate(every)}
+    return sorted(fails, key=lambda f: order[f[0]])  # stable: a page's failures keep their order
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("html", type=Path, help="the built book, e.g. _build/html")
     ap.add_argument("--screenshots", type=Path, help="write a full-page PNG of every page here")
     ap.add_argument("--repo-root", type=Path, default=Path("."), help="where the .ipynb files are")
+    ap.add_argument("--jobs", type=int, default=2, help="browsers checking pages side by side")
     args = ap.parse_args(argv)
     if not (args.html / "index.html").is_file() and not pages(args.html):
         print(f"{args.html}: no built pages", file=sys.stderr)
         return 2
     start = time.monotonic()
-    fails = check_site(args.html, args.repo_root, args.screenshots)
+    fails = check_parallel(args.html, args.repo_root, args.screenshots, args.jobs)
     n = len(pages(args.html))
     for page_path, fail in fails:
         print(f"{page_path}: {fail}")

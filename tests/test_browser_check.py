@@ -232,6 +232,36 @@ def test_external_requests_are_aborted_and_reported(browser, tmp_path):
 
 def test_main_prints_one_line_per_failure(tmp_path, monkeypatch, capsys):
     (tmp_path / "index.html").write_text("<html></html>")
-    monkeypatch.setattr(bc, "check_site", lambda *a: [("a.html", "cell 3: 2 stdout output boxes")])
+    monkeypatch.setattr(
+        bc, "check_parallel", lambda *a: [("a.html", "cell 3: 2 stdout output boxes")]
+    )
     assert bc.main([str(tmp_path)]) == 1
     assert "a.html: cell 3: 2 stdout output boxes" in capsys.readouterr().out
+
+
+def test_redirect_page_is_checked_without_the_browser(browser, tmp_path):
+    html, repo = write_site(tmp_path, "<p>fine</p>")
+    (html / "index.html").write_text('<meta http-equiv="Refresh" content="0; url=page.html" />')
+    (html / "old.html").write_text('<meta http-equiv="Refresh" content="0; url=gone.html" />')
+    fails = bc.check_site(html, repo, None, browser, fake_predict)
+    assert fails == [("old.html", "redirects to missing gone.html")]
+
+
+def test_pages_dealt_over_two_browsers_keep_their_order(tmp_path):
+    if CHROMIUM_MISSING:
+        pytest.skip(f"{bc.CHROMIUM} is missing (sudo apt-get install chromium)")
+    pytest.importorskip("playwright.sync_api")
+    html, repo = write_site(tmp_path, '<a href="#gone">b</a>')
+    (html / "zz.html").write_text(
+        '<html><body><main><a href="page.html#x">x</a></main></body></html>'
+    )
+    fails = bc.check_parallel(html, repo, tmp_path / "shots", jobs=2)
+    assert fails == [
+        ("page.html", "link to missing anchor #gone"),
+        ("zz.html", "link to missing anchor #x in page.html"),
+    ]
+    assert sorted(p.name for p in (tmp_path / "shots").iterdir()) == [
+        "other.png",
+        "page.png",
+        "zz.png",
+    ]
