@@ -245,23 +245,3 @@ def test_redirect_page_is_checked_without_the_browser(browser, tmp_path):
     (html / "old.html").write_text('<meta http-equiv="Refresh" content="0; url=gone.html" />')
     fails = bc.check_site(html, repo, None, browser, fake_predict)
     assert fails == [("old.html", "redirects to missing gone.html")]
-
-
-def test_pages_dealt_over_two_browsers_keep_their_order(tmp_path):
-    if CHROMIUM_MISSING:
-        pytest.skip(f"{bc.CHROMIUM} is missing (sudo apt-get install chromium)")
-    pytest.importorskip("playwright.sync_api")
-    html, repo = write_site(tmp_path, '<a href="#gone">b</a>')
-    (html / "zz.html").write_text(
-        '<html><body><main><a href="page.html#x">x</a></main></body></html>'
-    )
-    fails = bc.check_parallel(html, repo, tmp_path / "shots", jobs=2)
-    assert fails == [
-        ("page.html", "link to missing anchor #gone"),
-        ("zz.html", "link to missing anchor #x in page.html"),
-    ]
-    assert sorted(p.name for p in (tmp_path / "shots").iterdir()) == [
-        "other.png",
-        "page.png",
-        "zz.png",
-    ]
