@@ -96,7 +96,10 @@ def _total(box) -> int | None:
     row = box.locator('tr[data-category="total"]')
     if row.count() != 1:
         return None
-    return int(row.get_attribute("data-bytes"))
+    try:
+        return int(row.get_attribute("data-bytes") or "")
+    except ValueError:
+        return None
 
 
 def _controls(box) -> dict[str, str]:
@@ -107,7 +110,7 @@ def _controls(box) -> dict[str, str]:
 
 def predictor_failures(page, predict: Predict | None) -> list[str]:
     """Change two controls of every static predictor; the total shown must follow ``predict``."""
-    from playwright.sync_api import TimeoutError
+    from playwright.sync_api import Error, TimeoutError
 
     fails = []
     for k, box in enumerate(page.locator("[data-static-predictor]").all(), start=1):
@@ -123,13 +126,17 @@ def predictor_failures(page, predict: Predict | None) -> list[str]:
         if predict is None:
             fails.append("no static predictor module (minitorch_dist.viz.static_predictor)")
             continue
-        for control, pick in (("zero", -1), ("dp", None)):
+        for control in ("zero", "dp"):  # each to its last option, or the first if already there
             select = box.locator(f'select[name="{control}"]')
-            options = select.locator("option").evaluate_all("os => os.map(o => o.value)")
-            now = select.input_value()
-            if pick is None:  # another option than the current one
-                pick = -1 if options[-1] != now else 0
-            select.select_option(options[pick])
+            options = select.locator("option:not([disabled])").evaluate_all(
+                "os => os.map(o => o.value)"
+            )
+            pick = options[-1] if options[-1] != select.input_value() else options[0]
+            try:
+                select.select_option(pick, timeout=UPDATE_TIMEOUT_MS)
+            except Error as e:
+                fails.append(f"{name}: cannot set {control}={pick}: {str(e).splitlines()[0]}")
+                break
             values = _controls(box)
             try:
                 want = predict(values)["total"]
@@ -144,11 +151,14 @@ def predictor_failures(page, predict: Predict | None) -> list[str]:
             got = _total(box)
             if got != want:
                 fails.append(
-                    f"{name}: after {control}={options[pick]} it shows total {got}, "
+                    f"{name}: after {control}={pick} it shows total {got}, "
                     f"predict gives {want} for {values}"
                 )
-        if _total(box) == first:
-            fails.append(f"{name}: the total did not change ({first}) after changing zero and dp")
+        else:  # both controls set: the total must have moved
+            if _total(box) == first:
+                fails.append(
+                    f"{name}: the total did not change ({first}) after changing zero and dp"
+                )
     return fails
 
 

@@ -174,6 +174,11 @@ def test_predictor_without_the_module_or_a_control(browser, tmp_path):
     only(check(browser, tmp_path, no_dp + LIVE), "has no control named dp")
 
 
+def test_predictor_with_a_disabled_control(browser, tmp_path):
+    frozen = PREDICTOR.replace('<select name="zero">', '<select name="zero" disabled>')
+    only(check(browser, tmp_path, frozen + LIVE), "cannot set zero=3")
+
+
 def test_chapter_1_without_a_predictor(browser, tmp_path):
     fails = check(browser, tmp_path, "<p>only a chart</p>", name=bc.CHAPTER_1)
     assert fails == [
