@@ -73,6 +73,15 @@ def book() -> None:
     _run([str(BIN / BOOK[0]), *BOOK[1:]], quiet=True)
     if os.environ.get("MINITORCH_DIST_SOLUTIONS") != "show":  # the book shows no solution
         _run([str(PY), "-c", NO_SOLUTIONS])
+    # every page in Debian's headless Chromium, offline (minitorch_dist/browser_check.py)
+    chromium = Path("/usr/bin/chromium")
+    has_playwright = subprocess.run([str(PY), "-c", "import playwright"], capture_output=True)
+    if chromium.exists() and has_playwright.returncode == 0:
+        shots = ["--screenshots", "_build/screenshots", "--repo-root", "."]
+        _run([str(PY), "-m", "minitorch_dist.browser_check", "_build/html", *shots])
+    else:
+        why = "playwright missing" if chromium.exists() else "sudo apt-get install chromium"
+        print(f"browser check SKIPPED: no {chromium} or playwright ({why})", flush=True)
     print(f"book written to {ROOT / '_build' / 'html' / 'index.html'}")
 
 

@@ -229,7 +229,10 @@ def test_numbers_import_no_plotting():
 
 def test_nothing_outside_viz_imports_viz():
     """Catches a technique (or anything else) importing the widget package: viz sits on top."""
-    modules = [m for m in MODULES if _unit(m) != "viz"]
+    # the browser check of the built book sits above viz: it drives the static predictor in the
+    # page and compares it with the predictor's own Python (viz.static_predictor)
+    above = {"viz", "browser_check"}
+    modules = [m for m in MODULES if _unit(m) not in above]
     bad = _offences(modules, lambda d: _ours(d) and _unit(d) == "viz")
     assert not bad, "\n".join(bad)
 

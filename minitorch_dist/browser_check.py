@@ -1,0 +1,289 @@
+"""Open every page of the built book in headless Chromium, offline, and list what a reader would
+find broken.
+
+    python -m minitorch_dist.browser_check _build/html [--screenshots DIR] [--repo-root .]
+
+The html folder is served on a free local port; every request to another host is aborted and
+reported (the book must carry its own scripts). Per page: console and page errors, pictures
+with no size, untypeset math, raw TeX/glue/cite text, error outputs outside cells tagged
+``raises-exception``, stream output split over several boxes, broken internal links and anchors,
+Colab buttons that do not open an ``.ipynb`` of the repository, and the static memory predictor
+(a control changed in the page must give the total ``predict_for_controls`` gives). Exit 1 with
+one ``page: what is wrong`` line per failure. Needs ``playwright`` (Python) and Debian's
+``/usr/bin/chromium``; ``playwright install`` is never used.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import http.server
+import multiprocessing
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import ProcessPoolExecutor
+from contextlib import contextmanager
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from minitorch_dist.browser_check_page import (
+    PAGE_JS,
+    link_failures,
+    page_failures,
+    pages,
+    redirect_failures,
+)
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+]  # fmt: skip
+CHAPTER_1 = "chapters/01_where_the_memory_goes.html"
+CONTROLS = ("preset", "seq", "micro_batch", "recompute", "zero", "dp", "recipe", "offload")
+UPDATE_TIMEOUT_MS = 5000  # how long a predictor may take to show a new total
+Predict = Callable[[dict[str, str]], dict[str, int]]
+
+
+class _Quiet(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - stdlib name
+        pass
+
+
+@contextmanager
+def serve(html_dir: Path) -> Iterator[str]:
+    """Serve ``html_dir`` on a free local port in a thread; yield its origin, then shut it down."""
+    handler = functools.partial(_Quiet, directory=str(html_dir))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, name="browser_check-server", daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
+
+
+@contextmanager
+def chromium() -> Iterator[object]:
+    """A headless Debian Chromium driven by playwright (ImportError where playwright is missing)."""
+    from playwright.sync_api import sync_playwright
+
+    if not Path(CHROMIUM).exists():
+        raise FileNotFoundError(f"{CHROMIUM} is missing: sudo apt-get install chromium")
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+        try:
+            yield browser
+        finally:
+            browser.close()
+
+
+def _default_predict() -> Predict | None:
+    try:
+        from minitorch_dist.viz.static_predictor import predict_for_controls
+    except ModuleNotFoundError as e:
+        if e.name not in ("minitorch_dist.viz", "minitorch_dist.viz.static_predictor"):
+            raise
+        return None
+    return predict_for_controls
+
+
+def _total(box) -> int | None:
+    row = box.locator('tr[data-category="total"]')
+    if row.count() != 1:
+        return None
+    try:
+        return int(row.get_attribute("data-bytes") or "")
+    except ValueError:
+        return None
+
+
+def _controls(box) -> dict[str, str]:
+    return box.locator("select[name]").evaluate_all(
+        "els => Object.fromEntries(els.map(e => [e.name, e.value]))"
+    )
+
+
+def predictor_failures(page, predict: Predict | None) -> list[str]:
+    """Change two controls of every static predictor; the total shown must follow ``predict``."""
+    from playwright.sync_api import Error, TimeoutError
+
+    fails = []
+    for k, box in enumerate(page.locator("[data-static-predictor]").all(), start=1):
+        name = f"predictor {k}"
+        missing = [c for c in CONTROLS if box.locator(f'select[name="{c}"]').count() != 1]
+        if missing:
+            fails.append(f"{name} has no control named {', '.join(missing)}")
+            continue
+        first = _total(box)
+        if first is None:
+            fails.append(f'{name} shows no <tr data-category="total" data-bytes=...>')
+            continue
+        if predict is None:
+            fails.append("no static predictor module (minitorch_dist.viz.static_predictor)")
+            continue
+        for control in ("zero", "dp"):  # each to its last option, or the first if already there
+            select = box.locator(f'select[name="{control}"]')
+            options = select.locator("option:not([disabled])").evaluate_all(
+                "os => os.map(o => o.value)"
+            )
+            pick = options[-1] if options[-1] != select.input_value() else options[0]
+            try:
+                select.select_option(pick, timeout=UPDATE_TIMEOUT_MS)
+            except Error as e:
+                fails.append(f"{name}: cannot set {control}={pick}: {str(e).splitlines()[0]}")
+                break
+            values = _controls(box)
+            try:
+                want = predict(values)["total"]
+            except Exception as e:  # a control value the Python side refuses is a failure too
+                fails.append(f"{name}: predict_for_controls({values}) raised {e!r}")
+                break
+            total = box.locator(f'tr[data-category="total"][data-bytes="{want}"]')
+            try:  # the page may compute asynchronously (e.g. Python in the browser)
+                total.wait_for(state="attached", timeout=UPDATE_TIMEOUT_MS)
+            except TimeoutError:
+                pass
+            got = _total(box)
+            if got != want:
+                fails.append(
+                    f"{name}: after {control}={pick} it shows total {got}, "
+                    f"predict gives {want} for {values}"
+                )
+        else:  # both controls set: the total must have moved
+            if _total(box) == first:
+                fails.append(
+                    f"{name}: the total did not change ({first}) after changing zero and dp"
+                )
+    return fails
+
+
+def check_page(browser, origin: str, html_dir: Path, page_path: str, repo_root: Path,
+               screenshots: Path | None, predict: Predict | None) -> list[str]:  # fmt: skip
+    """Every failure on one page (without the page name)."""
+    from playwright.sync_api import Error
+
+    fails: list[str] = []
+    local = urlsplit(origin).netloc
+    external: list[str] = []
+
+    def route(r) -> None:
+        if urlsplit(r.request.url).netloc == local:
+            r.continue_()
+        else:
+            external.append(r.request.url)
+            r.abort()
+
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    try:
+        page.route("**/*", route)
+        page.on("pageerror", lambda e: fails.append(f"page error: {e}"))
+
+        def console(msg) -> None:
+            where = msg.location.get("url", "") if isinstance(msg.location, dict) else ""
+            if msg.type == "error" and not (where and urlsplit(where).netloc != local):
+                fails.append(f"console error: {msg.text[:200]}")
+
+        page.on("console", console)
+        page.goto(f"{origin}/{page_path}", wait_until="load", timeout=30_000)
+        page.evaluate(
+            """async () => { const p = window.MathJax?.startup?.promise;
+            if (p) await Promise.race([p, new Promise(r => setTimeout(r, 15000))]); }"""
+        )
+        found = page.evaluate(PAGE_JS)
+        fails += page_failures(found)
+        fails += link_failures(found["links"], origin, html_dir, page_path, repo_root)
+        fails += predictor_failures(page, predict)
+        if page_path == CHAPTER_1 and not found["predictors"]:
+            fails.append("no [data-static-predictor]: the predictor is dead without a kernel")
+        if screenshots is not None:
+            shot = screenshots / Path(page_path).with_suffix(".png")
+            shot.parent.mkdir(parents=True, exist_ok=True)
+            for attempt in (1, 2):  # a very tall page can fail once under memory pressure
+                try:
+                    page.screenshot(path=str(shot), full_page=True)
+                    break
+                except Error as e:
+                    if attempt == 2:
+                        fails.append(f"no screenshot: {str(e).splitlines()[0]}")
+    finally:
+        page.close()
+    fails += [f"requested {u} while offline" for u in dict.fromkeys(external)]
+    return fails
+
+
+def check_site(html_dir: Path | str, repo_root: Path | str = ".", screenshots: Path | str | None = None,
+               browser=None, predict: Predict | None | str = "module",
+               only: list[str] | None = None) -> list[tuple[str, str]]:  # fmt: skip
+    """(page, failure) for every failure on every page of ``html_dir`` (or on the pages ``only``)."""
+    html_dir, repo_root = Path(html_dir).resolve(), Path(repo_root).resolve()
+    shots = None if screenshots is None else Path(screenshots)
+    if predict == "module":
+        predict = _default_predict()
+    if browser is None:
+        with chromium() as own:
+            return check_site(html_dir, repo_root, shots, own, predict, only)
+    from playwright.sync_api import Error
+
+    out = []
+    with serve(html_dir) as origin:
+        for page_path in pages(html_dir) if only is None else only:
+            fails = redirect_failures(html_dir, page_path)
+            try:
+                if fails is None:
+                    fails = check_page(
+                        browser, origin, html_dir, page_path, repo_root, shots, predict
+                    )
+            except Error as e:
+                fails = [f"could not be checked: {str(e).splitlines()[0]}"]
+            out += [(page_path, fail) for fail in fails]
+    return out
+
+
+def check_parallel(html_dir: Path, repo_root: Path, screenshots: Path | None, jobs: int
+                   ) -> list[tuple[str, str]]:  # fmt: skip
+    """``check_site`` with the pages dealt over ``jobs`` processes, one browser each."""
+    every = pages(html_dir)
+    if jobs <= 1:
+        return check_site(html_dir, repo_root, screenshots)
+    with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
+        parts = [
+            pool.submit(
+                check_site, html_dir, repo_root, screenshots, None, "module", every[k::jobs]
+            )
+            for k in range(jobs)
+        ]
+        fails = [f for part in parts for f in part.result()]
+    order = {page: i for i, page in enumerate(every)}
+    return sorted(fails, key=lambda f: order[f[0]])  # stable: a page's failures keep their order
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("html", type=Path, help="the built book, e.g. _build/html")
+    ap.add_argument("--screenshots", type=Path, help="write a full-page PNG of every page here")
+    ap.add_argument("--repo-root", type=Path, default=Path("."), help="where the .ipynb files are")
+    ap.add_argument("--jobs", type=int, default=2, help="browsers checking pages side by side")
+    args = ap.parse_args(argv)
+    if not (args.html / "index.html").is_file() and not pages(args.html):
+        print(f"{args.html}: no built pages", file=sys.stderr)
+        return 2
+    start = time.monotonic()
+    fails = check_parallel(args.html, args.repo_root, args.screenshots, args.jobs)
+    n = len(pages(args.html))
+    for page_path, fail in fails:
+        print(f"{page_path}: {fail}")
+    took = time.monotonic() - start
+    if fails:
+        print(f"browser check: {len(fails)} failures on {n} pages ({took:.0f} s)", file=sys.stderr)
+        return 1
+    print(f"browser check: {n} pages, no failures ({took:.0f} s)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,252 @@
+"""The real-browser check of the built book: each check catches its defect on a tiny hand-written
+site, and a clean site passes. One headless Chromium for the whole module."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import pytest
+
+from minitorch_dist import browser_check as bc
+
+CHROMIUM_MISSING = not Path(bc.CHROMIUM).exists()
+
+PREDICTOR = """
+<div data-static-predictor>
+  <select name="preset"><option value="a">a</option><option value="b">b</option></select>
+  <select name="seq"><option>1024</option><option>4096</option></select>
+  <select name="micro_batch"><option>1</option><option>2</option></select>
+  <select name="recompute"><option>none</option><option>full</option></select>
+  <select name="zero"><option>0</option><option>1</option><option>3</option></select>
+  <select name="dp"><option>1</option><option>8</option></select>
+  <select name="recipe"><option>bf16</option></select>
+  <select name="offload"><option>none</option></select>
+  <table><tr data-category="total" data-bytes="11025"><td>total</td></tr></table>
+</div>
+"""
+LIVE = """<script>
+for (const box of document.querySelectorAll('[data-static-predictor]')) {
+  box.addEventListener('change', () => {
+    const v = n => Number(box.querySelector(`select[name="${n}"]`).value);
+    box.querySelector('tr[data-category="total"]').dataset.bytes =
+      1000 * (v('zero') + 10) + 10 * v('dp') + v('seq');
+  });
+}
+</script>"""
+
+
+def fake_predict(values: dict[str, str]) -> dict[str, int]:
+    total = 1000 * (int(values["zero"]) + 10) + 10 * int(values["dp"]) + int(values["seq"])
+    return {"total": total}
+
+
+PICTURE = '<svg xmlns="http://www.w3.org/2000/svg" width="20" height="20"><rect width="20" height="20"/></svg>'
+CLEAN = f"""
+<h1 id="top">A page</h1>
+<p>See <a href="other.html#there">there</a>, <a href="#top">the top</a>, and
+<span class="math"><mjx-container>x</mjx-container></span>.</p>
+<a href="https://colab.research.google.com/github/org/repo/blob/main/labs/lab.ipynb">Colab</a>
+<figure><img src="pic.svg" alt="a picture"></figure>
+<div class="cell docutils container"><div class="cell_output docutils container">
+  <div class="output stream highlight-myst-ansi notranslate"><pre>line 1\nline 2</pre></div>
+  <div class="output stderr highlight-myst-ansi notranslate"><pre>a warning</pre></div>
+</div></div>
+<div class="cell tag_raises-exception docutils container"><div class="cell_output docutils container">
+  <div class="output traceback highlight-ipythontb notranslate"><pre>ValueError: on purpose</pre></div>
+</div></div>
+<pre>code may say {{glue:}}`x` and $$ and \\begin{{align}}</pre>
+{PREDICTOR}{LIVE}
+"""
+
+
+def write_site(root: Path, body: str, name: str = "page.html") -> tuple[Path, Path]:
+    """A one-page html folder (plus other.html and a picture) and a repository with one notebook."""
+    html, repo = root / "html", root / "repo"
+    (html / Path(name).parent).mkdir(parents=True, exist_ok=True)
+    (repo / "labs").mkdir(parents=True, exist_ok=True)
+    (repo / "labs" / "lab.ipynb").write_text("{}")
+    page = f'<!DOCTYPE html><html><head><meta charset="utf-8"></head><body><main>{body}</main></body></html>'
+    (html / name).write_text(page)
+    (html / "other.html").write_text(
+        '<html><body><main><p id="there">there</p></main></body></html>'
+    )
+    (html / "pic.svg").write_text(PICTURE)
+    return html, repo
+
+
+@pytest.fixture(autouse=True)
+def quick_predictor(monkeypatch):
+    monkeypatch.setattr(bc, "UPDATE_TIMEOUT_MS", 300)  # the pages here update synchronously
+
+
+@pytest.fixture(scope="module")
+def browser():
+    pytest.importorskip(
+        "playwright.sync_api", reason="playwright is not installed (pip install playwright)"
+    )
+    if CHROMIUM_MISSING:
+        pytest.skip(f"{bc.CHROMIUM} is missing (sudo apt-get install chromium)")
+    with bc.chromium() as b:
+        yield b
+
+
+def check(
+    browser, tmp_path: Path, body: str, name: str = "page.html", predict=fake_predict
+) -> list[str]:
+    html, repo = write_site(tmp_path, body, name)
+    return [f"{page}: {fail}" for page, fail in bc.check_site(html, repo, None, browser, predict)]
+
+
+def only(fails: list[str], needle: str) -> None:
+    assert fails and all(needle in f for f in fails), fails
+
+
+def test_a_clean_page_passes_and_leaves_a_screenshot_and_no_server(browser, tmp_path):
+    html, repo = write_site(tmp_path, CLEAN)
+    assert bc.check_site(html, repo, tmp_path / "shots", browser, fake_predict) == []
+    left = [t.name for t in threading.enumerate() if "server" in t.name or "request" in t.name]
+    assert left == []  # the server and its handler threads are gone
+    assert (tmp_path / "shots" / "page.png").stat().st_size > 1000
+    assert (tmp_path / "shots" / "other.png").is_file()
+
+
+def test_split_output_boxes(browser, tmp_path):
+    boxes = '<div class="output stream highlight-myst-ansi notranslate"><pre>row</pre></div>' * 5
+    body = f"""<div class="cell docutils container"><div class="cell_output docutils container">
+        <div class="output text_plain"><pre>1</pre></div></div></div>
+        <div class="cell docutils container"><div class="cell_output docutils container">
+        {boxes}</div></div>"""
+    assert check(browser, tmp_path, body) == [
+        "page.html: cell 2: 5 stdout output boxes (one expected)"
+    ]
+
+
+def test_error_output_outside_a_raises_exception_cell(browser, tmp_path):
+    body = """<div class="cell docutils container"><div class="cell_output docutils container">
+        <div class="output traceback"><pre>RuntimeError: boom</pre></div></div></div>"""
+    only(check(browser, tmp_path, body), "cell 1: error output")
+
+
+def test_colab_button_to_markdown_or_missing_notebook(browser, tmp_path):
+    url = "https://colab.research.google.com/github/org/repo/blob/main/"
+    body = f'<a href="{url}chapters/01.md">Colab</a><a href="{url}labs/gone.ipynb">Colab</a>'
+    assert check(browser, tmp_path, body) == [
+        "page.html: Colab button opens chapters/01.md, not a notebook (.ipynb)",
+        "page.html: Colab button opens labs/gone.ipynb, which is not in the repository",
+    ]
+
+
+def test_dead_predictor(browser, tmp_path):
+    fails = check(browser, tmp_path, PREDICTOR)
+    assert any("after zero=3 it shows total 11025, predict gives 14034" in f for f in fails), fails
+    assert any("the total did not change (11025)" in f for f in fails), fails
+
+
+def test_live_predictor_against_a_wrong_predict(browser, tmp_path):
+    def wrong(values: dict[str, str]) -> dict[str, int]:
+        return {"total": fake_predict(values)["total"] + 1}
+
+    only(check(browser, tmp_path, PREDICTOR + LIVE, predict=wrong), "predict gives")
+
+
+def test_predictor_updating_later_is_waited_for(browser, tmp_path, monkeypatch):
+    monkeypatch.setattr(bc, "UPDATE_TIMEOUT_MS", 3000)
+    later = LIVE.replace(
+        "box.addEventListener('change', () => {",
+        "box.addEventListener('change', () => setTimeout(() => {",
+    )
+    later = later.replace("v('seq');\n  });", "v('seq');\n  }, 200));")
+    assert "setTimeout" in later and "200)" in later
+    assert check(browser, tmp_path, PREDICTOR + later) == []
+
+
+def test_predictor_that_raises_in_python(browser, tmp_path):
+    def refuses(values: dict[str, str]) -> dict[str, int]:
+        raise ValueError("zero=3 needs dp > 1")
+
+    only(check(browser, tmp_path, PREDICTOR + LIVE, predict=refuses), "raised ValueError")
+
+
+def test_predictor_without_the_module_or_a_control(browser, tmp_path):
+    only(check(browser, tmp_path, PREDICTOR + LIVE, predict=None), "no static predictor module")
+    no_dp = PREDICTOR.replace('name="dp"', 'name="dp_degree"')
+    only(check(browser, tmp_path, no_dp + LIVE), "has no control named dp")
+
+
+def test_predictor_with_a_disabled_control(browser, tmp_path):
+    frozen = PREDICTOR.replace('<select name="zero">', '<select name="zero" disabled>')
+    only(check(browser, tmp_path, frozen + LIVE), "cannot set zero=3")
+
+
+def test_chapter_1_without_a_predictor(browser, tmp_path):
+    fails = check(browser, tmp_path, "<p>only a chart</p>", name=bc.CHAPTER_1)
+    assert fails == [
+        f"{bc.CHAPTER_1}: no [data-static-predictor]: the predictor is dead without a kernel"
+    ]
+
+
+def test_raw_glue_and_cite_text(browser, tmp_path):
+    body = "<p>The model needs {glue:}`total_gb` GB {cite:p}`rajbhandari2020`.</p>"
+    fails = check(browser, tmp_path, body)
+    assert any("raw markup '{glue:'" in f for f in fails) and any("'{cite'" in f for f in fails), (
+        fails
+    )
+
+
+def test_raw_tex_and_untypeset_math(browser, tmp_path):
+    body = '<p>$$M = 16\\Psi$$ and <span class="math">\\(s = 4096\\)</span></p>'
+    fails = check(browser, tmp_path, body)
+    assert any("raw TeX '$$'" in f for f in fails), fails
+    assert any(
+        "1 of 1 math elements not typeset by MathJax (first: '\\\\(s = 4096\\\\)')" in f
+        for f in fails
+    ), fails
+
+
+def test_zero_size_and_broken_images(browser, tmp_path):
+    body = '<img src="pic.svg" style="width:0" alt="squashed"><figure><img src="gone.png" alt="gone"></figure>'
+    fails = check(browser, tmp_path, body)
+    assert any("img pic.svg is 0x" in f for f in fails), fails
+    assert any("img gone.png did not load" in f for f in fails), fails
+
+
+def test_broken_link_and_anchor(browser, tmp_path):
+    body = '<a href="other.html#nowhere">a</a><a href="#gone">b</a><a href="missing.html">c</a>'
+    assert check(browser, tmp_path, body) == [
+        "page.html: link to missing anchor #nowhere in other.html",
+        "page.html: link to missing anchor #gone",
+        "page.html: link to missing file missing.html",
+    ]
+
+
+def test_console_and_page_errors(browser, tmp_path):
+    body = '<script>console.error("boom")</script><script>throw new Error("bang")</script>'
+    fails = check(browser, tmp_path, body)
+    assert "page.html: console error: boom" in fails and "page.html: page error: bang" in fails, (
+        fails
+    )
+
+
+def test_external_requests_are_aborted_and_reported(browser, tmp_path):
+    body = '<script src="https://cdn.jsdelivr.net/npm/mathjax@3/es5/tex-mml-chtml.js"></script>'
+    assert check(browser, tmp_path, body) == [
+        "page.html: requested https://cdn.jsdelivr.net/npm/mathjax@3/es5/tex-mml-chtml.js while offline"
+    ]
+
+
+def test_main_prints_one_line_per_failure(tmp_path, monkeypatch, capsys):
+    (tmp_path / "index.html").write_text("<html></html>")
+    monkeypatch.setattr(
+        bc, "check_parallel", lambda *a: [("a.html", "cell 3: 2 stdout output boxes")]
+    )
+    assert bc.main([str(tmp_path)]) == 1
+    assert "a.html: cell 3: 2 stdout output boxes" in capsys.readouterr().out
+
+
+def test_redirect_page_is_checked_without_the_browser(browser, tmp_path):
+    html, repo = write_site(tmp_path, "<p>fine</p>")
+    (html / "index.html").write_text('<meta http-equiv="Refresh" content="0; url=page.html" />')
+    (html / "old.html").write_text('<meta http-equiv="Refresh" content="0; url=gone.html" />')
+    fails = bc.check_site(html, repo, None, browser, fake_predict)
+    assert fails == [("old.html", "redirects to missing gone.html")]
