@@ -26,6 +26,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from minitorch_dist.course_book import rewrite_code_blocks
+
 ROOT = Path(__file__).resolve().parent.parent
 COLAB_DIR = "colab"  # the twins' folder, relative to the repository root
 TEMPLATE_LAB = "labs/lab00_hello_ranks.ipynb"  # whose install cell the chapters' twins reuse
@@ -44,14 +46,7 @@ def hide_format_markers(code: str) -> str:
 
 
 def _hide_markers(app: Any, doctree: Any) -> None:
-    from docutils import nodes
-
-    for node in list(doctree.findall(nodes.literal_block)):
-        text = node.astext()
-        shown = hide_format_markers(text)
-        if shown != text:
-            node.rawsource = shown
-            node.children = [nodes.Text(shown)]
+    rewrite_code_blocks(doctree, hide_format_markers)
 
 
 # -- Colab twins of the chapters -----------------------------------------------------------------
