@@ -34,11 +34,14 @@ PYTEST = ["-m", "pytest", "tests", "labs", *NBVAL]
 
 
 def _run(cmd: list[str], *, quiet: bool = False, **kw) -> None:
-    """Run ``cmd``; ``quiet`` silences progress bars, whose lines must stay out of outputs."""
+    """Run ``cmd``; ``quiet`` silences progress bars, whose lines must stay out of outputs. Says
+    how long each step took, so the time of the two commands can be read off their output."""
     print("+", " ".join(str(c) for c in cmd), flush=True)
     if quiet:
         kw["env"] = {**os.environ, **kw.get("env", {}), "MINITORCH_DIST_PROGRESS": "0"}
+    start = time.monotonic()
     subprocess.run(cmd, cwd=ROOT, check=True, **kw)
+    print(f"+ ({time.monotonic() - start:.0f} s: {Path(str(cmd[0])).name} {cmd[1]})", flush=True)
 
 
 def ensure_env() -> None:
