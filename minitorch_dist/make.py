@@ -41,7 +41,8 @@ def _run(cmd: list[str], *, quiet: bool = False, **kw) -> None:
         kw["env"] = {**os.environ, **kw.get("env", {}), "MINITORCH_DIST_PROGRESS": "0"}
     start = time.monotonic()
     subprocess.run(cmd, cwd=ROOT, check=True, **kw)
-    print(f"+ ({time.monotonic() - start:.0f} s: {Path(str(cmd[0])).name} {cmd[1]})", flush=True)
+    what = " ".join(Path(str(c)).name for c in cmd[:3])
+    print(f"+ ({time.monotonic() - start:.0f} s: {what})", flush=True)
 
 
 def ensure_env() -> None:
