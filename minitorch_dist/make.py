@@ -92,6 +92,7 @@ def book() -> None:
 def test() -> None:
     _run([str(BIN / "ruff"), "check", "."])
     _run([str(BIN / "ruff"), "format", "--check", "."])
+    _run([str(PY), "-m", "minitorch_dist.vendor"])  # before the tests: they check what it wrote
     # nbval runs every lab here once; tests/test_notebooks.py adds the second run of its
     # determinism check (not two more).
     _run([str(PY), *PYTEST], quiet=True, env={"MINITORCH_DIST_NBVAL_PASSES": "1"})
