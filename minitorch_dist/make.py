@@ -33,14 +33,14 @@ NBVAL = ["--nbval", "--nbval-sanitize-with", "tests/nbval_sanitize.cfg", "--time
 PYTEST = ["-m", "pytest", "tests", "labs", *NBVAL]
 
 
-def _run(cmd: list[str], *, quiet: bool = False, **kw) -> None:
-    """Run ``cmd``; ``quiet`` silences progress bars, whose lines must stay out of outputs. Says
-    how long each step took, so the time of the two commands can be read off their output."""
+def _run(cmd: list[str], *, quiet: bool = False, env: dict[str, str] | None = None) -> None:
+    """Run ``cmd`` with ``env`` added to this environment; ``quiet`` silences progress bars, whose
+    lines must stay out of outputs. Says how long each step took, so the time of the two commands
+    can be read off their output."""
     print("+", " ".join(str(c) for c in cmd), flush=True)
-    if quiet:
-        kw["env"] = {**os.environ, **kw.get("env", {}), "MINITORCH_DIST_PROGRESS": "0"}
+    extra = {**(env or {}), **({"MINITORCH_DIST_PROGRESS": "0"} if quiet else {})}
     start = time.monotonic()
-    subprocess.run(cmd, cwd=ROOT, check=True, **kw)
+    subprocess.run(cmd, cwd=ROOT, check=True, env={**os.environ, **extra})
     what = " ".join(Path(str(c)).name for c in cmd[:3])
     print(f"+ ({time.monotonic() - start:.0f} s: {what})", flush=True)
 
