@@ -52,8 +52,10 @@ def _rank(rank: int, world_size: int, kind: str, mp: MixedPrecision | None) -> d
     matches = all(torch.equal(t, full[n].reshape(-1)[a:b]) for n, (t, (a, b)) in pieces.items())
     spans = {n: b - a for n, (_, (a, b)) in pieces.items()}
     kinds = [(p.dtype, p.numel()) for p in model.parameters() if p.requires_grad]
+    named = {n: (p.numel(), p.dim()) for n, p in model.named_parameters() if p.requires_grad}
     shards = [u.shard_numel for u in model.zero3.units]
     return {"run": run, "matches": matches, "spans": spans, "seen": seen, "kinds": kinds,
+            "named": named,
             "shards": shards,
             "shard_grads": sorted({str(p.grad.dtype) for p in model.parameters()
                                    if p.grad is not None})}  # fmt: skip
@@ -67,7 +69,8 @@ def _reference(kind: str):  # noqa: ANN202
 
 @pytest.mark.parametrize(("kind", "world_size"), [("toy", 2), ("toy", 4), ("llama", 2)])
 def test_adamw_on_the_local_shards_matches_one_process(kind, world_size):
-    """Catches shards the optimizer never sees (model.parameters() still the originals), a
+    """Catches shards the optimizer never sees (model.parameters() still the originals), names
+    that are not the original ones or pieces that overlap or lose the parameter's ndim, a
     gradient shard lost when the optimizer's zero_grad() sets it to None, padding or frozen
     parameters that decay: the first step's whole gradients and the weights after 3 AdamW
     steps with weight decay equal one process's, fp32-tight; each rank's per-parameter
@@ -78,8 +81,11 @@ def test_adamw_on_the_local_shards_matches_one_process(kind, world_size):
     ref = _reference(kind)
     for name, w in ref.weights.items():
         assert sum(r["spans"].get(name, 0) for r in results) == w.numel(), name
-    for r in results:  # what the optimizer saw: one shard per unit, nothing whole
-        assert r["matches"] and sorted(n for _, n in r["kinds"]) == sorted(r["shards"])
+    for name, w in ref.weights.items():  # what the optimizer saw: the original names, each
+        assert sum(r["named"][name][0] for r in results) == w.numel(), name  # a piece
+        assert all(r["named"][name][1] == w.dim() for r in results), name  # of w's ndim
+    for r in results:
+        assert r["matches"] and set(r["named"]) == set(ref.weights)
         assert set(r["seen"]) == {torch.float32}
 
 

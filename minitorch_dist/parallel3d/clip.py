@@ -16,7 +16,9 @@ Two plausible mistakes, both shown by the chapter's tests: clipping each rank on
 clipped by the wrong amount), and summing replicated norms t times (the norm is too large).
 
 :class:`ClippedZeroStage1` is chapter 6's ZeRO-1, clipping between its reduce-scatter and its
-update -- where the averaged gradient first exists, as a shard.
+update -- where the averaged gradient first exists, as a shard. It is
+:func:`minitorch_dist.zero.clip_grad_norm_` (chapter 6: the all-reduce of the shards' sums of
+squares, torch's factor) with the grid's norm: summed over tp and pp as well, replicas once.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from torch import nn
 
 from minitorch_dist.tensor_parallel.sequence import norm_weights
 from minitorch_dist.zero import ZeroStage1
+from minitorch_dist.zero.clip import clip_coefficient, scale_grads_
 
 __all__ = ["ClippedZeroStage1", "clip_coefficient", "grid_grad_norm", "tp_replicated"]
 
@@ -45,11 +48,6 @@ def tp_replicated(stage: nn.Module, tp_group: Any) -> dict[int, bool]:
             for w in (module.wk.weight, module.wv.weight):
                 out[id(w)] = r % (t // kv) == 0
     return out
-
-
-def clip_coefficient(norm: torch.Tensor, max_norm: float) -> torch.Tensor:
-    """torch's (and Megatron-LM's) factor: max_norm / (||g|| + 1e-6), at most 1."""
-    return (max_norm / (norm + 1e-6)).clamp(max=1.0)
 
 
 def grid_grad_norm(optimizer: ZeroStage1, grid: Any, counted: list[torch.Tensor]) -> torch.Tensor:
@@ -100,7 +98,5 @@ class ClippedZeroStage1(ZeroStage1):
         super()._reduce_gradients()  # shard.grad: this rank's shard of the dp x cp average
         norm = self.norm_fn(self, self.grid, self.counted())
         self.last_norm = float(norm)
-        if self.max_norm is not None:
-            coef = clip_coefficient(norm, self.max_norm).to(self.units[0].shard.dtype)
-            for u in self.units:
-                u.shard.grad.mul_(coef)
+        if self.max_norm is not None:  # zero.clip_grad_norm_'s scaling, by the grid's norm
+            scale_grads_([u.shard.grad for u in self.units], self.max_norm, norm)

@@ -12,6 +12,9 @@ optimizer shaped like torch's ``ZeroRedundancyOptimizer`` (any ``torch.optim`` c
     offload     optimizer states and the update in CPU memory, ZeRO-Offload (lab06.4)
     state       full (consolidated, any world size) and local (sharded) state dicts
     transform   apply_zero3(model): stage 3 as a module transform (FSDP2's fully_shard)
+    clip        clip_grad_norm_: the global gradient norm over the shards (torch's raises)
+    groups      param groups and units; sync: the same initial weights on every rank
+    guard       torch idioms that cannot be right on ZeRO's objects raise
     measure     per-rank bytes and bytes communicated, on emulated ranks and on fake ones
     train       training on emulated ranks against the single-process Adam reference
 
@@ -29,7 +32,9 @@ import torch
 from torch import nn
 
 from minitorch_dist.checks import check_choice
+from minitorch_dist.zero import guard
 from minitorch_dist.zero.base import ZeroOptimizer
+from minitorch_dist.zero.clip import clip_grad_norm_, grad_norm
 from minitorch_dist.zero.offload import CpuOffloadAdam
 from minitorch_dist.zero.sharding import (
     FlatUnit,
@@ -43,6 +48,8 @@ from minitorch_dist.zero.stage1 import ZeroStage1
 from minitorch_dist.zero.stage2 import ZeroStage2
 from minitorch_dist.zero.stage3 import ZeroStage3
 from minitorch_dist.zero.transform import MixedPrecision, Zero3Module, apply_zero3
+
+guard.install()  # torch.nn.utils.clip_grad_norm_ on ZeRO's parameters raises
 
 STAGES = {0: ZeroStage0, 1: ZeroStage1, 2: ZeroStage2, 3: ZeroStage3}
 
@@ -59,7 +66,9 @@ __all__ = [
     "Zero3Module",
     "apply_zero3",
     "build_units",
+    "clip_grad_norm_",
     "default_unit_modules",
+    "grad_norm",
     "shard_numel",
     "storage_bytes",
     "zero_optimizer",

@@ -38,7 +38,10 @@ from torch import nn
 from torch.utils._pytree import tree_leaves
 
 from minitorch_dist.checks import check_bool
-from minitorch_dist.zero.sharding import FlatUnit, build_units, storage_bytes
+from minitorch_dist.zero.groups import make_groups, make_units
+from minitorch_dist.zero.guard import check_elementwise, mark
+from minitorch_dist.zero.sharding import storage_bytes
+from minitorch_dist.zero.sync import check_or_sync_params
 
 __all__ = ["ZeroOptimizer"]
 
@@ -63,10 +66,16 @@ class ZeroOptimizer(torch.optim.Optimizer):
     frozen ones (``requires_grad=False``) are left alone.
 
     Units (parameters flattened and communicated together): with a module, every top-level
-    block, or ``units`` (modules, or a function of the model returning them); with parameters,
-    one unit per param group (as DeepSpeed flattens each group). ``offload=True`` keeps the
-    optimizer states, an fp32 master copy of this rank's shard and the update in CPU memory
-    (ZeRO-Offload, Ren et al. 2021; ``torch.optim.Adam`` and one param group only).
+    block, or ``units`` (modules, or a function of the model returning them), cut by group when
+    ``param_groups`` (torch's list of dicts over the model's parameters) is given; with
+    parameters, one unit per param group (:mod:`~minitorch_dist.zero.groups`). ``offload=True``
+    keeps the optimizer states, an fp32 master copy of this rank's shard and the update in CPU
+    memory (ZeRO-Offload, Ren et al. 2021; ``torch.optim.Adam`` and one param group only).
+    Every rank must start from the same parameters: they are checked (a ``ValueError`` names
+    the first that differs), or rank 0's are broadcast with ``sync_params=True``
+    (:mod:`~minitorch_dist.zero.sync`). An optimizer whose update is not elementwise is refused
+    (:func:`~minitorch_dist.zero.guard.check_elementwise`). Clip with
+    :func:`~minitorch_dist.zero.clip.clip_grad_norm_`; torch's raises on these parameters.
 
     ``state_dict()`` is the full state, consolidated over the ranks in the format of the same
     optimizer class on one process (a collective: every rank calls it), so it loads on any
@@ -75,6 +84,8 @@ class ZeroOptimizer(torch.optim.Optimizer):
     """
 
     stage = -1  # set by each subclass
+    _cover_groups = True  # param_groups= must hold every trainable parameter of the model
+    _check_optimizer = True  # refuse an optimizer whose update is not elementwise
 
     def __init__(
         self,
@@ -84,6 +95,8 @@ class ZeroOptimizer(torch.optim.Optimizer):
         group: dist.ProcessGroup | None = None,
         units: Sequence[nn.Module] | Callable[[nn.Module], Sequence[nn.Module]] | None = None,
         offload: bool = False,
+        param_groups: Sequence[dict[str, Any]] | None = None,
+        sync_params: bool = False,
         **optimizer_kwargs: Any,
     ) -> None:
         if not (isinstance(optimizer_class, type)
@@ -92,23 +105,14 @@ class ZeroOptimizer(torch.optim.Optimizer):
                 f"optimizer_class must be a torch.optim.Optimizer subclass, got {optimizer_class!r}"
             )
         check_bool("offload", offload)
+        check_bool("sync_params", sync_params)
         if offload and optimizer_class is not torch.optim.Adam:
             raise ValueError("offload=True runs torch.optim.Adam on the CPU: use that class")
         if not (dist.is_available() and dist.is_initialized()):
             raise ValueError("ZeRO needs an initialised process group: run under launch()")
         self.group, self.offload, self.optimizer_class = group, offload, optimizer_class
         self.rank, self.world_size = dist.get_rank(group), dist.get_world_size(group)
-        self.model = params if isinstance(params, nn.Module) else None
-        if self.model is not None:
-            groups: list = [{"params": [p for p in self.model.parameters() if p.requires_grad]}]
-            if not groups[0]["params"]:
-                raise ValueError("the model has no trainable parameters")
-        else:
-            if units is not None:
-                raise ValueError("units= picks modules: pass the model, not its parameters")
-            groups = list(params)
-            if groups and not isinstance(groups[0], dict):
-                groups = [{"params": groups}]
+        self.model, groups = make_groups(params, param_groups, units, self._cover_groups)
         # the class checks its own hyper-parameters, before we touch the model
         defaults = optimizer_class(
             [torch.zeros(1, requires_grad=True)], **optimizer_kwargs
@@ -120,20 +124,19 @@ class ZeroOptimizer(torch.optim.Optimizer):
         kinds = {(p.device, p.dtype) for ps in trainable for p in ps}
         if len(kinds) != 1 or not next(iter(kinds))[1].is_floating_point:
             raise ValueError(f"trainable parameters must share one device and float dtype: {kinds}")
-        if self.model is not None:
-            self.units: list[FlatUnit] = build_units(self.model, self._shards_per_unit(), units)
-            self._unit_group = [0] * len(self.units)
-        else:
-            index = {
-                id(p): i for i, p in enumerate(p for g in self.param_groups for p in g["params"])
-            }
-            self.units, self._unit_group = [], []
-            for g, ps in enumerate(trainable):
-                if ps:
-                    names = [f"param{index[id(p)]}" for p in ps]
-                    self.units.append(FlatUnit(None, f"group{g}", ps, names,
-                                               self._shards_per_unit()))  # fmt: skip
-                    self._unit_group.append(g)
+        if self._check_optimizer:
+            check_elementwise(optimizer_class, optimizer_kwargs, *next(iter(kinds)))
+        named = (
+            list(self.model.named_parameters())
+            if self.model is not None
+            else [(f"param{i}", p) for i, p in enumerate(p for ps in trainable for p in ps)]
+        )
+        check_or_sync_params(named, group, sync_params)
+        self.units, self._unit_group = make_units(self.model, self.param_groups,
+                                                  self._shards_per_unit(), units,
+                                                  param_groups is not None)  # fmt: skip
+        self._reduced = False  # set by reduce_gradients() (clipping), cleared by step()
+        mark([p for u in self.units for p in u.params], self, f"ZeRO stage {self.stage}")
         with torch.no_grad():
             self._setup()
         self._inner_group = sorted(set(self._unit_group))  # the outer group of each inner one
@@ -192,7 +195,9 @@ class ZeroOptimizer(torch.optim.Optimizer):
             with torch.enable_grad():
                 loss = closure()
         with torch.no_grad():
-            self._reduce_gradients()
+            if not self._reduced:
+                self._reduce_gradients()
+            self._reduced = False
             for g, inner in zip(self._inner_group, self.inner.param_groups):
                 inner.update(self._hyper(g))  # a scheduler changed the user's groups
             self.optimizer.step()
@@ -204,6 +209,21 @@ class ZeroOptimizer(torch.optim.Optimizer):
         default) or zeros. The flat gradient buffers stay allocated, as ZeRO's do."""
         with torch.no_grad():
             self._zero_grad(set_to_none)
+        self._reduced = False
+
+    def reduce_gradients(self) -> None:
+        """Average the gradients over the ranks now (a collective), rather than in ``step()``,
+        which then does not again: :func:`~minitorch_dist.zero.clip.clip_grad_norm_` needs the
+        averaged shards. Call it after the last backward of a step."""
+        if not self._reduced:
+            with torch.no_grad():
+                self._reduce_gradients()
+            self._reduced = True
+
+    def _grad_shards(self) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+        """After :meth:`reduce_gradients`: the averaged gradient this rank holds, as (pieces
+        disjoint across the ranks, pieces every rank holds alike); stage 0 holds all alike."""
+        return [u.shard.grad for u in self.units], []
 
     def add_param_group(self, param_group: dict[str, Any]) -> None:
         if hasattr(self, "optimizer"):  # torch.optim.Optimizer.__init__ adds the first ones

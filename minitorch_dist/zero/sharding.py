@@ -137,13 +137,15 @@ def build_units(
     model: nn.Module,
     world_size: int,
     modules: Sequence[nn.Module] | Callable[[nn.Module], Sequence[nn.Module]] | None = None,
+    only: set[int] | None = None,
 ) -> list[FlatUnit]:
     """Split ``model``'s trainable parameters into units over ``world_size`` ranks.
 
     ``modules`` (default :func:`default_unit_modules`; or a function of the model returning
     them) are the unit modules; each parameter belongs to the deepest of them (or the model, the
     root) that contains every place it is used. Units come in the order of ``modules``, the root
-    unit first; units without parameters are dropped.
+    unit first; units without parameters are dropped. ``only``: the ids of the parameters to
+    place (default: every trainable one).
     """
     check_int("world_size", world_size)
     if callable(modules):
@@ -159,7 +161,7 @@ def build_units(
     paths: dict[int, list[str]] = {}
     first: dict[int, tuple[str, nn.Parameter]] = {}
     for name, p in model.named_parameters(remove_duplicate=False):
-        if p.requires_grad:
+        if p.requires_grad and (only is None or id(p) in only):
             paths.setdefault(id(p), []).append(name)
             first.setdefault(id(p), (name, p))
 

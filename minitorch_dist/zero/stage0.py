@@ -51,5 +51,8 @@ class ZeroStage0(ZeroOptimizer):
             else:
                 u.collect_grads()
 
+    def _grad_shards(self) -> tuple[list, list]:
+        return [], [u.shard.grad for u in self.units]  # every rank holds the whole average
+
     def comm_payloads(self) -> dict[str, int]:
         return {"all_reduce": self._unit_bytes()}

@@ -8,14 +8,24 @@
 The machinery is stage 3's (:class:`~minitorch_dist.zero.stage3.ZeroStage3`: units flattened
 and sharded, gathered before each unit computes and freed after, gradients reduce-scattered as
 soon as a unit's are written), so memory and communication are exactly chapter 6's. What
-changes is who owns the update: each unit's shard of S elements becomes an ``nn.Parameter`` of
-the unit's module (``zero3_shard``), and the model's original parameters stop being parameters
-(they stay attributes, views of the gathered buffer that exist only while a unit computes).
-``model.parameters()`` then yields the shards (and any frozen parameters), so any ``torch.optim``
-optimizer updates exactly this rank's 1/N of the model. FSDP2 shards each parameter along its
-first dimension (Zhao et al. 2023 describe FSDP1's flat parameters, which we keep); here a
-parameter's shard is the part of its flattened values that falls into this rank's range
-(:meth:`Zero3Module.local_grad_shards`).
+changes is who owns the update. As with FSDP2's per-parameter sharding, every parameter keeps its
+name and becomes its local shard: ``model.named_parameters()`` yields, under the original names,
+this rank's piece of each parameter's flattened values (a view into the unit's shard of S
+elements, so the pieces cost no memory), shaped (1, ..., 1, k) to keep the parameter's number of
+dimensions (``p.dim() >= 2`` recipes pick the same parameters); ``k`` may be 0. Any elementwise
+``torch.optim`` optimizer over them, with any param groups, updates exactly this rank's 1/N of
+the model, and trains like the same optimizer and groups on one process. FSDP2 cuts each
+parameter along its first dimension (a DTensor of the full shape); Zhao et al. 2023 describe
+FSDP1's flat parameters, whose layout we keep. Forward still reads ``module.weight``: the whole
+parameter, a view of the gathered buffer that exists only while its unit computes.
+
+``ignored_params`` (FSDP2's ``ignored_params``) stay whole on every rank under their names: they
+are in no unit, and their gradients are averaged over the ranks at the end of each backward (one
+all-reduce). Every rank must start from the same weights: checked, or rank 0's broadcast with
+``sync_params=True`` (:mod:`~minitorch_dist.zero.sync`). Clip with
+:func:`~minitorch_dist.zero.clip.clip_grad_norm_` (model); torch's raises on these parameters,
+and an optimizer whose update is not elementwise is refused at its first step
+(:mod:`~minitorch_dist.zero.guard`).
 
 Mixed precision (``MixedPrecision``, FSDP2's ``MixedPrecisionPolicy``): the shards, the optimizer
 and the gradient shards stay in fp32; before each forward the shards are cast to ``param_dtype``
@@ -27,7 +37,7 @@ the ranks does not round (Micikevicius et al. 2018, section 3.1, keep an fp32 ma
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,13 +46,12 @@ import torch.distributed as dist
 from torch import nn
 from torch.utils._pytree import tree_map
 
-from minitorch_dist.comm import all_gather_into_tensor
-from minitorch_dist.zero.sharding import FlatUnit
+from minitorch_dist.zero.guard import mark
+from minitorch_dist.zero.sharding import FlatUnit, _same_memory
 from minitorch_dist.zero.stage3 import ZeroStage3
+from minitorch_dist.zero.transform_state import Zero3Module, install_step_check
 
 __all__ = ["MixedPrecision", "Zero3Module", "apply_zero3"]
-
-SHARD = "zero3_shard"  # the name of each unit's shard among its module's parameters
 
 
 @dataclass(frozen=True)
@@ -58,103 +67,51 @@ class MixedPrecision:
 class _Engine(ZeroStage3):
     """Stage 3's hooks; the update belongs to the user's optimizer (this one never steps)."""
 
+    _cover_groups = False  # ignored_params belong to no unit
+    _check_optimizer = False  # the user's optimizer is checked at its first step instead
+    ignored: list[nn.Parameter]
+
     def _on_grad(self, unit: FlatUnit, param: torch.Tensor, *hook_args: Any) -> None:
-        if unit.master.grad is None:  # the user's zero_grad() set it to None: start at zero
-            unit.grad_shard.zero_()
-            unit.master.grad = unit.grad_shard
+        if not unit.ready:  # the unit's first gradient of this backward
+            _attach_grads(unit)
         super()._on_grad(unit, param, *hook_args)
 
-
-class Zero3Module:
-    """Mixed into the class of a model :func:`apply_zero3` transformed (as FSDP2's
-    ``FSDPModule``). Every method is a collective unless it says otherwise."""
-
-    zero3: _Engine
-
-    def _gather(self, unit: FlatUnit, shard: torch.Tensor) -> list[torch.Tensor]:
-        """Every rank's (S,) piece of one unit-wide tensor, gathered and cut per parameter."""
-        flat = shard.detach().new_empty(unit.padded_numel)
-        all_gather_into_tensor(flat, shard.detach().contiguous(), group=self.zero3.group)
-        return [view.clone() for view in unit.views(flat)]  # (N*S,) cut into the parameters
-
-    def _gather_flat(self, pick: Callable[[FlatUnit], torch.Tensor]) -> dict[str, torch.Tensor]:
-        return {n: t for u in self.zero3.units for n, t in zip(u.names, self._gather(u, pick(u)))}
-
-    def zero3_state_dict(self, optimizer: Any = None) -> tuple[dict, dict | None]:
-        """The model's state with every sharded parameter whole under its original name (frozen
-        parameters and buffers as they are), and ``optimizer``'s state (an optimizer over
-        ``self.parameters()``) whole per original name: what loads on any number of ranks."""
-        model = {k: v for k, v in self.state_dict().items() if not k.endswith(SHARD)}
-        model.update(self.gather_full_params())
-        if optimizer is None:
-            return model, None
-        state: dict[str, dict[str, Any]] = {}
-        for u in self.zero3.units:
-            for key, value in optimizer.state.get(u.master, {}).items():
-                elementwise = isinstance(value, torch.Tensor) and key != "step"
-                pieces = self._gather(u, value) if elementwise else [value] * len(u.names)
-                for name, piece in zip(u.names, pieces):
-                    state.setdefault(name, {})[key] = piece
-        return model, {"state": state, "param_groups": optimizer.state_dict()["param_groups"]}
-
-    @torch.no_grad()
-    def load_zero3_state_dict(self, model: dict, optim: dict | None = None,
-                              optimizer: Any = None) -> None:  # fmt: skip
-        """Load what :meth:`zero3_state_dict` returned (on any number of ranks): each rank
-        keeps its shard. No communication."""
-        engine, names = self.zero3, set()
-        index = {}
-        if optimizer is not None:
-            params = [p for g in optimizer.param_groups for p in g["params"]]
-            index = {id(p): i for i, p in enumerate(params)}
-        state = {}
-        for u in engine.units:
-            lo, hi = u.shard_range(engine.rank)
-            u.master.copy_(_shard_of(u, [model[n] for n in u.names], lo, hi))
-            names.update(u.names)
-            per = [optim["state"].get(n, {}) for n in u.names] if optim else []
-            first = next((s for s in per if s), None)
-            if first is not None:
-                state[index[id(u.master)]] = {
-                    k: _shard_of(u, [s.get(k) for s in per], lo, hi)
-                    if isinstance(v, torch.Tensor) and k != "step" else v
-                    for k, v in first.items()
-                }  # fmt: skip
-        self.load_state_dict({k: v for k, v in model.items() if k not in names}, strict=False)
-        if optimizer is not None and optim is not None:
-            optimizer.load_state_dict({"state": state, "param_groups": optim["param_groups"]})
-
-    def gather_full_params(self) -> dict[str, torch.Tensor]:
-        """Every trainable parameter, whole, by its original name (from the fp32 shards)."""
-        return self._gather_flat(lambda u: u.master)
-
-    def gather_full_grads(self) -> dict[str, torch.Tensor]:
-        """Every trainable parameter's gradient, whole, averaged over the ranks (after
-        backward; zeros where none was computed yet)."""
-        return self._gather_flat(lambda u: u.grad_shard)
-
-    def local_grad_shards(self) -> dict[str, tuple[torch.Tensor, tuple[int, int]]]:
-        """This rank's part of each parameter's gradient, no communication: by name, the 1-D
-        tensor of flattened elements ``[start, stop)`` of that parameter this rank holds
-        (parameters with no element in this rank's range are left out)."""
-        out = {}
-        for u in self.zero3.units:
-            lo, hi = u.shard_range(self.zero3.rank)
-            for name, offset, n in zip(u.names, u.offsets, u.numels):
-                a, b = max(offset, lo), min(offset + n, hi)
-                if a < b:
-                    out[name] = (u.grad_shard[a - lo : b - lo], (a - offset, b - offset))
-        return out
+    def _end_backward(self) -> None:
+        super()._end_backward()
+        _average_ignored(self)
 
 
-def _shard_of(unit: FlatUnit, whole: list, lo: int, hi: int) -> torch.Tensor:
-    """This rank's (S,) piece of per-parameter tensors laid end to end (None: zeros)."""
-    ref = next(t for t in whole if t is not None)
-    flat = torch.zeros(unit.padded_numel, dtype=ref.dtype, device=ref.device)  # (N*S,)
-    for t, offset, n in zip(whole, unit.offsets, unit.numels):
-        if t is not None:
-            flat[offset : offset + n].copy_(t.reshape(-1))
-    return flat[lo:hi].clone()
+@torch.no_grad()
+def _attach_grads(unit: FlatUnit) -> None:
+    """Each piece's ``.grad`` is its view of the gradient shard again (the user's zero_grad()
+    set it to None: start that part at zero)."""
+    for piece, view in zip(unit.pieces, unit.grad_views):
+        if piece.grad is None:
+            view.zero_()
+        elif not _same_memory(piece.grad, view):
+            view.copy_(piece.grad)
+        piece.grad = view
+
+
+@torch.no_grad()
+def _average_ignored(engine: _Engine) -> None:
+    """All-reduce the gradients of the ignored parameters, divided by N. Repeated after every
+    micro-batch's backward it stays exact: what was averaged before is the same on every rank."""
+    ps = engine.ignored
+    if not ps:
+        return
+    flat = torch.cat([(p.grad if p.grad is not None else torch.zeros_like(p)).reshape(-1)
+                      for p in ps])  # fmt: skip
+    dist.all_reduce(flat, group=engine.group)
+    flat.div_(engine.world_size)
+    offset = 0
+    for p in ps:
+        view = flat[offset : offset + p.numel()].view_as(p)
+        offset += p.numel()
+        if p.grad is None:
+            p.grad = view.clone()
+        else:
+            p.grad.copy_(view)
 
 
 def _cast_inputs(dtype: torch.dtype, module: nn.Module, args: Any, kwargs: Any) -> Any:
@@ -173,23 +130,37 @@ def apply_zero3(
     units: Sequence[nn.Module] | Callable[[nn.Module], Sequence[nn.Module]] | None = None,
     mp_policy: MixedPrecision | None = None,
     prefetch: bool = True,
+    ignored_params: Iterable[nn.Parameter] | None = None,
+    sync_params: bool = False,
 ) -> nn.Module:
-    """Shard ``model`` (the same on every rank of ``group``) over the ranks, ZeRO-3 style, in
-    place; returns it. ``units``: the modules gathered one at a time (default: every block,
-    :func:`~minitorch_dist.zero.sharding.default_unit_modules`). Build the optimizer after,
-    over ``model.parameters()``. The model's parameters must be fp32 (or of one float dtype)
+    """Shard ``model`` (the same on every rank of ``group``: checked, or rank 0's broadcast with
+    ``sync_params``) over the ranks, ZeRO-3 style, in place; returns it. ``units``: the modules
+    gathered one at a time (default: every block,
+    :func:`~minitorch_dist.zero.sharding.default_unit_modules`); ``ignored_params`` stay whole
+    and replicated. Build the optimizer after, over ``model.parameters()`` (or param groups of
+    ``model.named_parameters()``). The model's parameters must be fp32 (or of one float dtype)
     on one device; with ``mp_policy`` the compute runs in its ``param_dtype``."""
     if isinstance(model, Zero3Module):
         raise ValueError("apply_zero3 was applied to this model already")
     if mp_policy is not None and not isinstance(mp_policy, MixedPrecision):
         raise ValueError(f"mp_policy must be a MixedPrecision, got {type(mp_policy).__name__}")
-    engine = _Engine(model, torch.optim.SGD, lr=0.0, group=group, units=units, prefetch=prefetch)
+    ignored = list(ignored_params or [])
+    owned = {id(p) for p in model.parameters()}
+    if any(not isinstance(p, nn.Parameter) or id(p) not in owned for p in ignored):
+        raise ValueError("ignored_params must be parameters of the model")
+    skip = {id(p) for p in ignored}
+    sharded = [p for p in model.parameters() if p.requires_grad and id(p) not in skip]
+    if not sharded:
+        raise ValueError("apply_zero3 needs a trainable parameter that is not ignored")
+    engine = _Engine(model, torch.optim.SGD, lr=0.0, group=group, units=units, prefetch=prefetch,
+                     param_groups=[{"params": sharded}], sync_params=sync_params)  # fmt: skip
+    engine.ignored = [p for p in ignored if p.requires_grad]
     policy = mp_policy or MixedPrecision(reduce_dtype=None)
     compute = policy.param_dtype or engine.units[0].params[0].dtype
     reduce = policy.reduce_dtype or engine.units[0].params[0].dtype
     with torch.no_grad():
         for u in engine.units:
-            u.master = u.shard  # (S,) the parameter the user's optimizer updates
+            u.master = u.shard  # (S,) what the pieces the user's optimizer updates are views of
             if compute != u.master.dtype:  # compute copy of the shard, gathered in that dtype
                 u.shard = nn.Parameter(u.master.detach().to(compute), requires_grad=False)
                 full = torch.empty(u.padded_numel, dtype=compute, device=u.master.device)
@@ -199,6 +170,7 @@ def apply_zero3(
                 u.full.untyped_storage().resize_(0)
             u.grad_shard = u.grad_shard.to(reduce)  # (S,): the reduce-scatter's output dtype
             u.master.grad = u.grad_shard
+            _make_pieces(u, engine.rank)
     if compute != engine.units[0].master.dtype:
         refresh = functools.partial(_refresh_shards, engine)
         engine._handles.append(model.register_forward_pre_hook(refresh, prepend=True))
@@ -208,7 +180,29 @@ def apply_zero3(
     _swap_parameters(model, engine)
     model.zero3 = engine
     model.__class__ = type(f"Zero3{type(model).__name__}", (Zero3Module, type(model)), {})
+    mark([pc for u in engine.units for pc in u.pieces] + engine.ignored, model, "apply_zero3")
+    install_step_check()
     return model
+
+
+def _make_pieces(unit: FlatUnit, rank: int) -> None:
+    """Per parameter: this rank's piece of its flattened values, a view of ``unit.master``
+    shaped (1, ..., 1, k), and its gradient, the same view of ``unit.grad_shard``."""
+    lo, hi = unit.shard_range(rank)
+    unit.pieces, unit.grad_views, unit.spans, unit.starts = [], [], [], []
+    for p, offset, n in zip(unit.params, unit.offsets, unit.numels):
+        a, b = max(offset, lo), min(offset + n, hi)
+        k = max(b - a, 0)
+        start = a - lo if k else 0
+        shape = (1,) * (p.dim() - 1) + (k,)
+        piece = nn.Parameter(unit.master.detach()[start : start + k].view(shape))
+        piece._zero3_piece = True
+        view = unit.grad_shard[start : start + k].view(shape)
+        piece.grad = view
+        unit.pieces.append(piece)
+        unit.grad_views.append(view)
+        unit.spans.append((a - offset, a - offset + k))  # elements of the parameter it holds
+        unit.starts.append(start)  # where it starts in the shard
 
 
 @torch.no_grad()
@@ -219,14 +213,11 @@ def _refresh_shards(engine: _Engine, module: nn.Module, args: Any) -> None:
 
 
 def _swap_parameters(model: nn.Module, engine: _Engine) -> None:
-    """Original parameters become plain attributes; each unit's shard a parameter instead."""
-    owned = {id(p) for u in engine.units for p in u.params}
+    """Each sharded parameter's entry becomes its piece, under the same name (every place it
+    is registered: a tied weight too); the whole parameter stays the attribute forward reads."""
+    piece_of = {id(p): pc for u in engine.units for p, pc in zip(u.params, u.pieces)}
     for module in model.modules():
         for name, p in list(module._parameters.items()):
-            if p is not None and id(p) in owned:
-                del module._parameters[name]
+            if p is not None and id(p) in piece_of:
+                module._parameters[name] = piece_of[id(p)]
                 object.__setattr__(module, name, p)  # still what forward reads: module.weight
-    for u in engine.units:
-        if SHARD in u.module._parameters:
-            raise ValueError(f"two units share the module {u.name!r}")
-        u.module.register_parameter(SHARD, u.master)

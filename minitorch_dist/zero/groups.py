@@ -1,0 +1,94 @@
+"""Param groups and units of a ZeRO optimizer: what it is given, cut into flat buffers.
+
+With parameters (or dicts of param groups, as ``torch.optim`` takes them) each group is one unit,
+as DeepSpeed flattens each group. With a module, every top-level block is a unit (or ``units=``);
+with a module and ``param_groups=[...]`` (the usual "no weight decay on biases and norms"
+recipe, which ZeRO-3 needs because it must wrap the module), each unit is cut further by group:
+the parameters of one block and one group are flattened together, so every flat buffer, and the
+inner optimizer's shard of it, belongs to exactly one group.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+import torch
+from torch import nn
+
+from minitorch_dist.zero.sharding import FlatUnit, build_units
+
+__all__ = ["make_groups", "make_units"]
+
+
+def make_groups(
+    params: Iterable[torch.Tensor] | Iterable[dict[str, Any]] | nn.Module,
+    param_groups: Sequence[dict[str, Any]] | None,
+    units: Any,
+    cover: bool = True,
+) -> tuple[nn.Module | None, list[dict[str, Any]]]:
+    """(the model or None, the param groups to give ``torch.optim.Optimizer``)."""
+    model = params if isinstance(params, nn.Module) else None
+    if model is None:
+        if units is not None:
+            raise ValueError("units= picks modules: pass the model, not its parameters")
+        if param_groups is not None:
+            raise ValueError("param_groups= goes with a model; without one pass the groups "
+                             "as the first argument, as torch.optim takes them")  # fmt: skip
+        groups = list(params)
+        if groups and not isinstance(groups[0], dict):
+            groups = [{"params": groups}]
+        return None, groups
+    trainable = [p for p in model.parameters() if p.requires_grad]
+    if not trainable:
+        raise ValueError("the model has no trainable parameters")
+    if param_groups is None:
+        return model, [{"params": trainable}]
+    groups = []
+    for g in param_groups:
+        if not isinstance(g, dict) or "params" not in g:
+            raise ValueError("param_groups must be dicts with a 'params' entry, as torch.optim's")
+        ps = g["params"]
+        groups.append({**g, "params": [ps] if isinstance(ps, torch.Tensor) else list(ps)})
+    names = {id(p): n for n, p in model.named_parameters()}
+    listed = [id(p) for g in groups for p in g["params"]]
+    for g in groups:
+        for p in g["params"]:
+            if id(p) not in names:
+                raise ValueError("param_groups holds a tensor that is not a parameter of the model")
+    if len(set(listed)) != len(listed):
+        raise ValueError("a parameter appears in more than one param group")
+    missing = [names[id(p)] for p in trainable if id(p) not in set(listed)]
+    if cover and missing:
+        raise ValueError(f"param_groups must hold every trainable parameter of the model; "
+                         f"missing: {missing[:3]}")  # fmt: skip
+    return model, groups
+
+
+def make_units(
+    model: nn.Module | None,
+    param_groups: list[dict[str, Any]],
+    shards: int,
+    units: Sequence[nn.Module] | Callable[[nn.Module], Sequence[nn.Module]] | None,
+    by_group: bool,
+) -> tuple[list[FlatUnit], list[int]]:
+    """The units, and the param group of each."""
+    trainable = [[p for p in g["params"] if p.requires_grad] for g in param_groups]
+    if model is not None and not by_group:
+        found = build_units(model, shards, units)
+        return found, [0] * len(found)
+    out: list[FlatUnit] = []
+    owner: list[int] = []
+    if model is not None:
+        for g, ps in enumerate(trainable):
+            found = build_units(model, shards, units, only={id(p) for p in ps})
+            out += found
+            owner += [g] * len(found)
+        return out, owner
+    index = {id(p): i for i, p in enumerate(p for g in param_groups for p in g["params"])}
+    for g, ps in enumerate(trainable):
+        if ps:
+            names = [f"param{index[id(p)]}" for p in ps]
+            out.append(FlatUnit(None, f"group{g}", ps, names, shards))
+            owner.append(g)
+    return out, owner
