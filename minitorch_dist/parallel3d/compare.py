@@ -87,7 +87,8 @@ def _apply_bug(model3d: Any, bug: str, opt_kwargs: dict[str, Any]) -> None:
         group = None if bug == "world" else grid.group("dp")
         model3d.optimizer = ClippedZeroStage1(list(model3d.named.values()), torch.optim.Adam,
                                               grid=grid, group=group, replicated=opt.replicated,
-                                              max_norm=opt.max_norm, **opt_kwargs)  # fmt: skip
+                                              max_norm=opt.max_norm, sync_params=None,
+                                              **opt_kwargs)  # fmt: skip
     elif bug == "local_norm":
         opt.norm_fn = _local_norm
     elif bug == "double_count":
@@ -104,8 +105,11 @@ def grid_rank(rank: int, world_size: int, layout: GridLayout, config: LlamaConfi
     torch.manual_seed(rank if bug == "rank_seed" else 0)  # the same model on every rank
     grid = ProcessGrid(dp=layout.dp, pp=layout.pp, cp=layout.cp, tp=layout.tp)
     model = Llama(config).to(dtype)
+    # ZeRO would refuse the pitfalls' different weights (zero.sync): sync_params=None lets them
+    # train, to show what the mistake does
+    unchecked = {"sync_params": None} if bug in ("rank_seed", "world") else {}
     model3d = build_3d(model, grid, micro_batches=micro_batches, seq_len=seq_len, lr=lr,
-                       max_norm=max_norm, sp=sp)  # fmt: skip
+                       max_norm=max_norm, sp=sp, **unchecked)  # fmt: skip
     if bug is not None:
         _apply_bug(model3d, bug, {"lr": lr})
     losses, norms = [], []

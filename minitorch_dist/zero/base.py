@@ -73,7 +73,7 @@ class ZeroOptimizer(torch.optim.Optimizer):
     memory (ZeRO-Offload, Ren et al. 2021; ``torch.optim.Adam`` and one param group only).
     Every rank must start from the same parameters: they are checked (a ``ValueError`` names
     the first that differs), or rank 0's are broadcast with ``sync_params=True``
-    (:mod:`~minitorch_dist.zero.sync`). An optimizer whose update is not elementwise is refused
+    (:mod:`~minitorch_dist.zero.sync`; None: neither, to demonstrate the mistake). An optimizer whose update is not elementwise is refused
     (:func:`~minitorch_dist.zero.guard.check_elementwise`). Clip with
     :func:`~minitorch_dist.zero.clip.clip_grad_norm_`; torch's raises on these parameters.
 
@@ -96,7 +96,7 @@ class ZeroOptimizer(torch.optim.Optimizer):
         units: Sequence[nn.Module] | Callable[[nn.Module], Sequence[nn.Module]] | None = None,
         offload: bool = False,
         param_groups: Sequence[dict[str, Any]] | None = None,
-        sync_params: bool = False,
+        sync_params: bool | None = False,
         **optimizer_kwargs: Any,
     ) -> None:
         if not (isinstance(optimizer_class, type)
@@ -105,7 +105,8 @@ class ZeroOptimizer(torch.optim.Optimizer):
                 f"optimizer_class must be a torch.optim.Optimizer subclass, got {optimizer_class!r}"
             )
         check_bool("offload", offload)
-        check_bool("sync_params", sync_params)
+        if sync_params not in (True, False, None):
+            raise ValueError(f"sync_params must be True, False or None, got {sync_params!r}")
         if offload and optimizer_class is not torch.optim.Adam:
             raise ValueError("offload=True runs torch.optim.Adam on the CPU: use that class")
         if not (dist.is_available() and dist.is_initialized()):

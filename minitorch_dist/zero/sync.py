@@ -33,11 +33,12 @@ def fingerprint(tensors: Sequence[torch.Tensor]) -> torch.Tensor:
 
 @torch.no_grad()
 def check_or_sync_params(named: Sequence[tuple[str, torch.Tensor]],
-                         group: dist.ProcessGroup | None, sync: bool) -> None:  # fmt: skip
+                         group: dist.ProcessGroup | None, sync: bool | None) -> None:  # fmt: skip
     """Broadcast rank 0's values of ``named`` over ``group`` (``sync``), or raise ``ValueError``
-    naming the first parameter that differs from rank 0's on some rank (every rank raises)."""
+    naming the first parameter that differs from rank 0's on some rank (every rank raises);
+    ``sync=None``: neither (only to show what the mistake does, as chapter 11's pitfalls)."""
     world = dist.get_world_size(group)
-    if world == 1 or not named:
+    if world == 1 or not named or sync is None:
         return
     if sync:
         src = dist.get_global_rank(group, 0) if group is not None else 0

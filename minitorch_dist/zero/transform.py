@@ -131,7 +131,7 @@ def apply_zero3(
     mp_policy: MixedPrecision | None = None,
     prefetch: bool = True,
     ignored_params: Iterable[nn.Parameter] | None = None,
-    sync_params: bool = False,
+    sync_params: bool | None = False,
 ) -> nn.Module:
     """Shard ``model`` (the same on every rank of ``group``: checked, or rank 0's broadcast with
     ``sync_params``) over the ranks, ZeRO-3 style, in place; returns it. ``units``: the modules
