@@ -127,11 +127,11 @@ class ZeroOptimizer(torch.optim.Optimizer):
             raise ValueError(f"trainable parameters must share one device and float dtype: {kinds}")
         if self._check_optimizer:
             check_elementwise(optimizer_class, optimizer_kwargs, *next(iter(kinds)))
-        named = (
-            list(self.model.named_parameters())
-            if self.model is not None
-            else [(f"param{i}", p) for i, p in enumerate(p for ps in trainable for p in ps)]
-        )
+        flat = (p for g in self.param_groups for p in g["params"])
+        named = [(f"parameter 'param{i}'", p) for i, p in enumerate(flat)]
+        if self.model is not None:
+            named = [(f"parameter {n!r}", p) for n, p in self.model.named_parameters()]
+            named += [(f"buffer {n!r}", b) for n, b in self.model.named_buffers()]
         check_or_sync_params(named, group, sync_params)
         self.units, self._unit_group = make_units(self.model, self.param_groups,
                                                   self._shards_per_unit(), units,

@@ -6,7 +6,7 @@ after one step is a mixture: each element comes from whichever rank owns it. DDP
 0's parameters when it is built; ZeRO does the same with ``sync_params=True``, and otherwise checks
 and refuses. The check is cheap: per parameter three fp64 numbers (the sum, the sum of squares,
 and a sum weighted by the position, so that a permutation shows too) are all-gathered and
-compared with rank 0's, exactly.
+compared with rank 0's, exactly. Buffers are checked and broadcast too, as DDP broadcasts them.
 """
 
 from __future__ import annotations
@@ -34,8 +34,9 @@ def fingerprint(tensors: Sequence[torch.Tensor]) -> torch.Tensor:
 @torch.no_grad()
 def check_or_sync_params(named: Sequence[tuple[str, torch.Tensor]],
                          group: dist.ProcessGroup | None, sync: bool | None) -> None:  # fmt: skip
-    """Broadcast rank 0's values of ``named`` over ``group`` (``sync``), or raise ``ValueError``
-    naming the first parameter that differs from rank 0's on some rank (every rank raises);
+    """Broadcast rank 0's values of ``named`` (parameters, then buffers: ``(label, tensor)``
+    with labels such as ``"parameter 'w'"``) over ``group`` (``sync``), or raise ``ValueError``
+    naming the first one that differs from rank 0's on some rank (every rank raises);
     ``sync=None``: neither (only to show what the mistake does, as chapter 11's pitfalls)."""
     world = dist.get_world_size(group)
     if world == 1 or not named or sync is None:
@@ -52,7 +53,7 @@ def check_or_sync_params(named: Sequence[tuple[str, torch.Tensor]],
         for r in range(1, world):
             if not torch.equal(everyone[r][i], everyone[0][i]):
                 raise ValueError(
-                    f"parameter {name!r} differs between rank 0 and rank {r}: ZeRO needs the same "
+                    f"{name} differs between rank 0 and rank {r}: ZeRO needs the same "
                     "initial weights on every rank (seed every rank alike, or pass "
                     "sync_params=True to broadcast rank 0's, as DDP does)"
                 )
