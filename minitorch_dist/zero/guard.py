@@ -29,6 +29,7 @@ from collections.abc import Iterable
 from typing import Any
 
 import torch
+from torch._subclasses.fake_tensor import unset_fake_temporarily
 
 __all__ = ["check_elementwise", "install", "mark", "owner_of"]
 
@@ -101,10 +102,16 @@ def check_elementwise(optimizer_class: type, kwargs: dict[str, Any],
     (see the module docstring): what sharding a parameter's values into pieces requires. If the
     probe cannot run (an optimizer that needs a closure, say): an error, or with ``strict=False``
     a warning."""
+    with unset_fake_temporarily():  # real tensors, even under a FakeTensorMode
+        _check(optimizer_class, kwargs, torch.device(device), dtype, strict)
+
+
+def _check(optimizer_class: type, kwargs: dict[str, Any], device: torch.device,
+           dtype: torch.dtype, strict: bool) -> None:  # fmt: skip
     name = getattr(optimizer_class, "__name__", str(optimizer_class))
     try:
-        whole, state = _probe_run(optimizer_class, kwargs, False, torch.device(device), dtype)
-        cut, _ = _probe_run(optimizer_class, kwargs, True, torch.device(device), dtype)
+        whole, state = _probe_run(optimizer_class, kwargs, False, device, dtype)
+        cut, _ = _probe_run(optimizer_class, kwargs, True, device, dtype)
     except Exception as e:  # noqa: BLE001 - any failure means we could not check it
         if not strict:
             warnings.warn(f"ZeRO could not check that {name} is elementwise: {e}", stacklevel=3)
