@@ -57,8 +57,10 @@ def _max_error(weights: dict, ref: dict) -> float:
 def _grouped_rank(rank: int, world_size: int, kind: str, grad_acc: int) -> dict:
     model = _toy()
     info: dict = {}
-    if kind == "stage3":
-        opt = ZeroStage3(model, torch.optim.AdamW, param_groups=_groups(model), **DEFAULTS)
+    if kind.startswith("stage3"):  # stage3_roots: the norm joins the tied weight at the root
+        units = [model.up, model.down] if kind == "stage3_roots" else None
+        opt = ZeroStage3(model, torch.optim.AdamW, param_groups=_groups(model), units=units,
+                         **DEFAULTS)  # fmt: skip
         weights = opt.full_parameters
         info["units"] = len(opt.units)
     else:
@@ -76,11 +78,11 @@ def _grouped_rank(rank: int, world_size: int, kind: str, grad_acc: int) -> dict:
     return info
 
 
-@pytest.mark.parametrize(("kind", "world_size"), [("stage3", 2), ("stage3", 4),
+@pytest.mark.parametrize(("kind", "world_size"), [("stage3", 2), ("stage3", 4), ("stage3_roots", 2),
                                                   ("apply_zero3", 2), ("apply_zero3", 4)])  # fmt: skip
 def test_weight_decay_groups_at_stage_3_equal_one_process(kind, world_size):
     """Catches groups that are ignored at stage 3 (biases and norms decayed, one lr), a unit
-    whose flat shard mixes two groups, names that are not the original ones after apply_zero3
+    whose flat shard mixes two groups, a second root unit never gathered, names that are not the original ones after apply_zero3
     (the name-based recipe then puts everything in one group): 3 AdamW steps with two groups
     equal one process's with the same groups within 1e-12 (fp64); the grouping matters."""
     ref = _reference()
@@ -92,6 +94,8 @@ def test_weight_decay_groups_at_stage_3_equal_one_process(kind, world_size):
         assert _max_error(out["weights"], ref) <= EXACT
         if kind == "stage3":
             assert out["units"] > 4  # the toy's 4 blocks and root, cut by group
+        elif kind == "stage3_roots":
+            assert out["units"] == 6  # up, down and the root, each cut in two groups
         else:
             names = {n for n, p in _toy().named_parameters()}
             assert set(out["shapes"]) == names  # original names, each this rank's piece

@@ -90,7 +90,7 @@ class ZeroStage3(UnitwiseGradients, ZeroOptimizer):
                     u.module.register_forward_hook(functools.partial(self._post_forward, u)),
                 ]
         self._order = [u for u in self.units if u.module is not self.model]
-        self._root = next((u for u in self.units if u.module is self.model), None)
+        self._roots = [u for u in self.units if u.module is self.model]  # one per param group
         self._handles += [
             self.model.register_forward_pre_hook(self._model_pre_forward),
             self.model.register_forward_hook(self._model_post_forward),
@@ -186,14 +186,14 @@ class ZeroStage3(UnitwiseGradients, ZeroOptimizer):
     def _model_pre_forward(self, module: nn.Module, args: Any) -> None:
         if not self._in_backward:
             self._seen = []
-        if self._root is not None:
-            self._pre_forward(self._root, module, args)
+        for root in self._roots:
+            self._pre_forward(root, module, args)
 
     def _model_post_forward(self, module: nn.Module, args: Any, output: Any) -> None:
         if not self._in_backward and self._seen:
-            self._order = [u for u in self._seen if u is not self._root]
-        if self._root is not None:
-            self._post_forward(self._root, module, args, output)
+            self._order = [u for u in self._seen if u not in self._roots]
+        for root in self._roots:
+            self._post_forward(root, module, args, output)
 
     # -- what this rank holds and sends ------------------------------------------------------
     def _kept_params(self) -> list[torch.Tensor]:
