@@ -35,14 +35,11 @@ from typing import Any
 import torch
 import torch.distributed as dist
 from torch import nn
-from torch._subclasses.fake_tensor import FakeTensor
 from torch.utils._pytree import tree_leaves
 
-from minitorch_dist.checks import check_bool
-from minitorch_dist.zero.groups import make_groups, make_units
-from minitorch_dist.zero.guard import check_elementwise, mark
+from minitorch_dist.zero.groups import check_arguments, check_start, make_groups, make_units
+from minitorch_dist.zero.guard import mark
 from minitorch_dist.zero.sharding import storage_bytes
-from minitorch_dist.zero.sync import check_or_sync_params
 
 __all__ = ["ZeroOptimizer"]
 
@@ -100,16 +97,7 @@ class ZeroOptimizer(torch.optim.Optimizer):
         sync_params: bool | None = False,
         **optimizer_kwargs: Any,
     ) -> None:
-        if not (isinstance(optimizer_class, type)
-                and issubclass(optimizer_class, torch.optim.Optimizer)):  # fmt: skip
-            raise ValueError(
-                f"optimizer_class must be a torch.optim.Optimizer subclass, got {optimizer_class!r}"
-            )
-        check_bool("offload", offload)
-        if sync_params not in (True, False, None):
-            raise ValueError(f"sync_params must be True, False or None, got {sync_params!r}")
-        if offload and optimizer_class is not torch.optim.Adam:
-            raise ValueError("offload=True runs torch.optim.Adam on the CPU: use that class")
+        check_arguments(optimizer_class, offload, sync_params)
         if not (dist.is_available() and dist.is_initialized()):
             raise ValueError("ZeRO needs an initialised process group: run under launch()")
         self.group, self.offload, self.optimizer_class = group, offload, optimizer_class
@@ -126,16 +114,7 @@ class ZeroOptimizer(torch.optim.Optimizer):
         kinds = {(p.device, p.dtype) for ps in trainable for p in ps}
         if len(kinds) != 1 or not next(iter(kinds))[1].is_floating_point:
             raise ValueError(f"trainable parameters must share one device and float dtype: {kinds}")
-        device, dtype = next(iter(kinds))
-        fake = any(isinstance(p, FakeTensor) for ps in trainable for p in ps[:1])
-        if self._check_optimizer:  # (fake tensors: measure.py's 70B models; probe on the CPU)
-            check_elementwise(optimizer_class, optimizer_kwargs, "cpu" if fake else device, dtype)
-        flat = (p for g in self.param_groups for p in g["params"])
-        named = [(f"parameter 'param{i}'", p) for i, p in enumerate(flat)]
-        if self.model is not None:
-            named = [(f"parameter {n!r}", p) for n, p in self.model.named_parameters()]
-            named += [(f"buffer {n!r}", b) for n, b in self.model.named_buffers()]
-        check_or_sync_params(named, group, None if fake else sync_params)  # no data to check
+        check_start(self, optimizer_class, optimizer_kwargs, sync_params)  # weights, class
         self.units, self._unit_group = make_units(self.model, self.param_groups,
                                                   self._shards_per_unit(), units,
                                                   param_groups is not None)  # fmt: skip

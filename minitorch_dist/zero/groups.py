@@ -15,10 +15,14 @@ from typing import Any
 
 import torch
 from torch import nn
+from torch._subclasses.fake_tensor import FakeTensor
 
+from minitorch_dist.checks import check_bool
+from minitorch_dist.zero.guard import check_elementwise
 from minitorch_dist.zero.sharding import FlatUnit, build_units
+from minitorch_dist.zero.sync import check_or_sync_params
 
-__all__ = ["make_groups", "make_units"]
+__all__ = ["check_arguments", "check_start", "make_groups", "make_units"]
 
 
 def make_groups(
@@ -92,3 +96,36 @@ def make_units(
             out.append(FlatUnit(None, f"group{g}", ps, names, shards))
             owner.append(g)
     return out, owner
+
+
+def check_start(opt: Any, optimizer_class: type, optimizer_kwargs: dict[str, Any],
+                sync_params: bool | None) -> None:  # fmt: skip
+    """Before anything is flattened: the optimizer class is elementwise (unless the stage says
+    not to check), and every rank holds the same parameters and buffers (or rank 0's are
+    broadcast). Fake tensors (measure.py's 70B models) have no data: the probe runs on the CPU
+    and the weights are not compared."""
+    trainable = [p for g in opt.param_groups for p in g["params"] if p.requires_grad]
+    fake = isinstance(trainable[0], FakeTensor)
+    if opt._check_optimizer:
+        device = "cpu" if fake else trainable[0].device
+        check_elementwise(optimizer_class, optimizer_kwargs, device, trainable[0].dtype)
+    flat = (p for g in opt.param_groups for p in g["params"])
+    named = [(f"parameter 'param{i}'", p) for i, p in enumerate(flat)]
+    if opt.model is not None:
+        named = [(f"parameter {n!r}", p) for n, p in opt.model.named_parameters()]
+        named += [(f"buffer {n!r}", b) for n, b in opt.model.named_buffers()]
+    check_or_sync_params(named, opt.group, None if fake else sync_params)
+
+
+def check_arguments(optimizer_class: Any, offload: Any, sync_params: Any) -> None:
+    """The ZeRO optimizers' own arguments (``ValueError`` naming the one that is wrong)."""
+    if not (isinstance(optimizer_class, type)
+            and issubclass(optimizer_class, torch.optim.Optimizer)):  # fmt: skip
+        raise ValueError(
+            f"optimizer_class must be a torch.optim.Optimizer subclass, got {optimizer_class!r}"
+        )
+    check_bool("offload", offload)
+    if sync_params not in (True, False, None):
+        raise ValueError(f"sync_params must be True, False or None, got {sync_params!r}")
+    if offload and optimizer_class is not torch.optim.Adam:
+        raise ValueError("offload=True runs torch.optim.Adam on the CPU: use that class")
