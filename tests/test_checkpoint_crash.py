@@ -161,3 +161,52 @@ def test_a_crash_at_any_file_operation_loses_nothing(tmp_path, resave):
     if resave:  # the old version of the step is deleted after the commit
         assert {"os.remove", "shutil.rmtree"} <= ops, crashed[0]
     assert any(c.startswith("rank 1") and not c.endswith("done") for c in crashed[1]), crashed[1]
+
+
+def _calls_of_a_resave(rank: int, world_size: int, path: str) -> list[str]:
+    model, opt = _trained(rank, world_size, 1)
+    save_checkpoint(path, model, opt, step=2)
+    with _crash_at(None) as calls:
+        save_checkpoint(path, model, opt, step=2)
+    return calls
+
+
+def _killed(rank: int, world_size: int, path: str, k: int) -> None:
+    """Save A at step 2, then save B at step 2 again: rank 0 dies at its ``k``-th call."""
+    a_model, a_opt = _trained(rank, world_size, 1)
+    b_model, b_opt = _trained(rank, world_size, 2)
+    save_checkpoint(path, a_model, a_opt, step=2)
+    with _crash_at(k if rank == 0 else None, die=True):
+        save_checkpoint(path, b_model, b_opt, step=2)
+
+
+def _check_killed(rank: int, world_size: int, paths: list[str]) -> list[str]:
+    """Which save each killed run left loadable ("A" or "B"), with any warning."""
+    a = _state(*_trained(rank, world_size, 1))
+    b = _state(*_trained(rank, world_size, 2))
+    found = []
+    for path in paths:
+        step, got, warned = _loaded(path, rank, world_size)
+        found.append(("A" if _same(got, a) else "B" if _same(got, b) else "neither") + str(warned))
+    return found
+
+
+@pytest.mark.slow
+def test_rank_0_killed_at_each_step_of_the_publication(tmp_path):
+    """Catches what an exception cannot show (no ``finally``, no flush on the way out): rank 0
+    killed with ``os._exit`` just before it renames the new checkpoint into place, just before
+    and just after it replaces ``latest``, and as it deletes the old version of the same step
+    (its marker, then its files) leaves the old save loadable before the commit and the new one
+    after it, whole, without a warning."""
+    calls = launch(_calls_of_a_resave, 2, str(tmp_path / "count"))[0]
+    commit = len(calls) - 1 - calls[::-1].index("os.replace")  # of latest
+    kills = [calls.index("os.rename", calls.index("os.rename") + 1),  # the directory's rename
+             commit, commit + 1,  # just before and just after the commit
+             calls.index("os.remove"), calls.index("os.unlink")]  # the old version  # fmt: skip
+    paths = []
+    for k in kills:
+        paths.append(str(tmp_path / f"kill{k}"))
+        with pytest.raises(Exception, match="rank 0 of 2 failed with ProcessDied"):
+            launch(_killed, 2, paths[-1], k + 1, timeout=60)
+    found = launch(_check_killed, 2, paths)[0]
+    assert found == ["A[]", "A[]", "B[]", "B[]", "B[]"], list(zip(kills, found))
