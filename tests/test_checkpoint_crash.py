@@ -16,7 +16,6 @@ import builtins
 import contextlib
 import io
 import itertools
-import json
 import os
 import shutil
 import warnings
@@ -29,7 +28,7 @@ import torch.distributed as dist
 from torch import nn
 
 from minitorch_dist import launch
-from minitorch_dist.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
+from minitorch_dist.checkpoint import load_checkpoint, save_checkpoint
 from minitorch_dist.data_parallel import TiedToy
 from minitorch_dist.reference import make_batches, run_training
 from minitorch_dist.zero import ZeroStage1
@@ -63,7 +62,11 @@ def _crash_at(k: int | None, die: bool = False) -> Iterator[list[str]]:
         return wrapper
 
     for module, name, fn in saved:
-        setattr(module, name, wrap(fn, f"{module.__name__}.{name}".replace("io.", "").replace("builtins.", "")))
+        setattr(
+            module,
+            name,
+            wrap(fn, f"{module.__name__}.{name}".replace("io.", "").replace("builtins.", "")),
+        )
     try:
         yield calls
     finally:
