@@ -11,7 +11,9 @@ back: each ZeRO rank then keeps its own shard, which is what resharding means he
 ``sharded=True`` each rank writes only its own shard of the optimizer state (no gathering,
 less traffic), and the checkpoint loads only on the same number of ranks. A model sharded by
 :func:`~minitorch_dist.zero.apply_zero3` is saved whole too: its parameters gathered under their
-original names, its optimizer's state gathered per parameter (``zero3_state_dict``).
+original names, its optimizer's state gathered per parameter (``zero3_state_dict``). With
+``optimizer=None`` the model alone is saved or loaded; a load checks the model's keys and
+shapes before it writes anything (``strict=False`` loads the keys both have).
 
 Nothing is lost when a rank, or the machine, dies at any instant of a save: DCP writes into
 ``path/.tmp-step_N``; only after every rank has finished does rank 0 write the marker
@@ -103,7 +105,7 @@ def _nest(flat: dict[str, Any], prefix: str) -> dict[Any, dict[str, Any]]:
 def save_checkpoint(
     path: str | os.PathLike,
     model: nn.Module,
-    optimizer: Any,
+    optimizer: Any = None,
     *,
     step: int,
     sharded: bool = False,
@@ -139,10 +141,10 @@ def latest_checkpoint(path: str | os.PathLike) -> Path | None:
     return ckpt
 
 
-def _expected(model: nn.Module) -> dict[str, torch.Size]:
+def _expected(model: nn.Module) -> dict[str, torch.Size | None]:
     """Names and shapes of the model's state as a checkpoint holds it."""
     state = model.zero3_state_dict()[0] if hasattr(model, "zero3") else model.state_dict()
-    return {k: v.shape for k, v in state.items()}
+    return {k: getattr(v, "shape", None) for k, v in state.items()}
 
 
 def _check_keys(ckpt: Path, model_sd: dict[str, Any], model: nn.Module, strict: bool) -> list[str]:
@@ -150,12 +152,15 @@ def _check_keys(ckpt: Path, model_sd: dict[str, Any], model: nn.Module, strict: 
     want = _expected(model)
     missing = sorted(set(want) - set(model_sd))
     extra = sorted(set(model_sd) - set(want))
-    if (missing or extra) and (strict or (missing and hasattr(model, "zero3"))):
+    if missing and hasattr(model, "zero3"):
+        raise ValueError(f"{ckpt} lacks keys {missing} of the apply_zero3 model: its flat "
+                         "shards are loaded whole or not at all")  # fmt: skip
+    if (missing or extra) and strict:
         raise ValueError(f"{ckpt} does not match the model (strict): missing keys {missing}, "
                          f"unexpected keys {extra}; load_checkpoint(..., strict=False) loads "
                          "the keys both have")  # fmt: skip
     for k in sorted(set(want) & set(model_sd)):
-        if tuple(model_sd[k].shape) != tuple(want[k]):
+        if want[k] is not None and tuple(getattr(model_sd[k], "shape", ())) != tuple(want[k]):
             raise ValueError(f"{ckpt}: {k} has shape {tuple(model_sd[k].shape)} in the "
                              f"checkpoint, {tuple(want[k])} in the model")  # fmt: skip
     return extra
@@ -180,7 +185,7 @@ def _find(path: str | os.PathLike, group: dist.ProcessGroup | None) -> Path:
 def load_checkpoint(
     path: str | os.PathLike,
     model: nn.Module,
-    optimizer: Any,
+    optimizer: Any = None,
     *,
     strict: bool = True,
     group: dist.ProcessGroup | None = None,
