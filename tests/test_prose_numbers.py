@@ -102,6 +102,10 @@ COMPUTED = [
     ("11_choosing_a_configuration.md", "zero3_vs_1", "zero_comm_bytes", "ZeRO-3's traffic"),
     ("11_choosing_a_configuration.md", "a2a_per_step_full", "all_to_alls_per_step",
      "the all-to-alls under full recomputation"),
+    ("10_mixture_of_experts.md", "a2a_per_step_full", "all_to_alls_per_step",
+     "the all-to-alls under full recomputation"),
+    ("07_tensor_and_sequence_parallelism.md", "need_8_per_nic", "nic_bandwidth",
+     "tensor parallelism's demand against a network port"),
 ]  # fmt: skip
 
 
