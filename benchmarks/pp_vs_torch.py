@@ -302,6 +302,7 @@ def under_each_torch(args: argparse.Namespace) -> None:
             continue
         skip = False
         passed.append(token)
+    load = os.getloadavg()[0]  # other work on the machine stretches the step times
     runs = []
     for venv in args.torch_venvs:
         python = Path(venv) / "bin" / "python"
@@ -317,7 +318,9 @@ def under_each_torch(args: argparse.Namespace) -> None:
         f"# Pipeline parallelism: ours vs torch.distributed.pipelining on torch {versions}",
         "",
         f"The same measurement under each torch (goals: step time <= {GOAL_TIME}, peak memory "
-        f"per stage <= {GOAL_MEMORY} of torch's, losses equal); each run's report follows.",
+        f"per stage <= {GOAL_MEMORY} of torch's, losses equal); each run's report follows. "
+        f"Memory is counted exactly; step times vary with the machine's load (load average "
+        f"{load:.1f} at the start, on {os.cpu_count()} CPUs).",
         "",
         "| torch | 1F1B step time | 1F1B peak memory per stage | GPipe step time "
         "| GPipe peak memory per stage | losses agree to |",

@@ -23,7 +23,7 @@ What a stage keeps, and for how long (chapter 9, "What a stage keeps"): for each
 flight, what its backward needs -- the input (a leaf whose ``.grad`` goes back) and the output's
 place in the autograd graph. The output *tensor* is needed only until its send has left: then
 :meth:`wait_sends` replaces it by its gradient edge (``torch.autograd.graph.get_gradient_edge``,
-as ``torch.distributed.pipelining`` does since torch 2.15), from which ``torch.autograd.backward``
+as torch 2.15's ``torch.distributed.pipelining`` does), from which ``torch.autograd.backward``
 and ``torch.autograd.grad`` start just as well. A sent gradient is dropped once its send has left.
 """
 
