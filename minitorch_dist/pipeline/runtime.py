@@ -16,9 +16,9 @@ What it records, per rank: the actions in the order they ran (``executed``), the
 ``events`` (seconds on the machine's monotonic clock, shared by forked ranks; CUDA is
 synchronised around each action), the chunk-micro-batches alive after each action
 (``in_flight``) and, with a :class:`~minitorch_dist.memory.MemoryTracker`, the activation bytes
-alive after each action (``memory``) and every category of the tracker (``breakdown``). :func:`logical_events` replays the executed lists on the simulator's
-logical clock: a deterministic timeline of what ran, for figures that must not change between
-runs.
+alive after each action (``memory``) and every category of the tracker (``breakdown``).
+:func:`logical_events` replays the executed lists on the simulator's logical clock: a
+deterministic timeline of what ran, for figures that must not change between runs.
 """
 
 from __future__ import annotations
