@@ -18,20 +18,31 @@ torch's side):
 
 The losses of all four runs must agree (same model, same batch).
 
+``torch.distributed.pipelining`` changes between releases (torch 2.15 frees each stage's output
+once it is sent, where 2.13 kept it until the backward), so the comparison is made on more than
+one torch: ``--torch-venvs`` runs the same measurement under each virtual environment's Python
+(the pinned torch in ``.venv``, the newest in a second one) and prints one table per torch; with
+``--out`` the file holds all of them, each under a heading naming its torch version.
+
     python benchmarks/pp_vs_torch.py                                   # 8-layer tiny Llama
     python benchmarks/pp_vs_torch.py --hidden 256 --ffn 688 --micro-batches 16
     python benchmarks/pp_vs_torch.py --device cuda --world-size 4      # runs itself under torchrun
-    python benchmarks/pp_vs_torch.py --out benchmarks/results/<machine>_pp_vs_torch.md
+    python benchmarks/pp_vs_torch.py --torch-venvs .venv .venv-newest \
+        --out benchmarks/results/cpu-2core_pp_vs_torch.md              # pinned and newest torch
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import platform
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -67,6 +78,10 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--steps", type=int, default=3, help="steps per timed turn")
     p.add_argument("--repeats", type=int, default=5, help="turns per variant (median reported)")
     p.add_argument("--out", help="also write the table as markdown to this path")
+    p.add_argument("--torch-venvs", nargs="+", metavar="VENV",
+                   help="run under each virtual environment's python (e.g. .venv and one with "
+                        "the newest torch) and report every torch's table")  # fmt: skip
+    p.add_argument("--json", help=argparse.SUPPRESS)  # --torch-venvs: where a run leaves its report
     return p.parse_args()
 
 
@@ -157,7 +172,8 @@ def compare(
         out[variant]["loss"] = step(variant)
         dist.barrier()
         events[variant].clear()
-        out[variant]["peak"] = _peak_of_one_step(lambda v=variant: step(v), chunks[variant], device)
+        out[variant]["peak"] = _peak_of_one_step(lambda v=variant: step(v), chunks[variant], device,
+                                                 (inputs, targets))  # fmt: skip
         dist.barrier()
         out[variant]["events"] = list(events[variant])
         events[variant].clear()
@@ -181,7 +197,7 @@ def compare(
     return out
 
 
-def _peak_of_one_step(step, chunk, device) -> int:  # noqa: ANN001
+def _peak_of_one_step(step, chunk, device, batch) -> int:  # noqa: ANN001
     """Peak bytes above what was alive before the step (the parameters, the batch)."""
     if device.type == "cuda":
         torch.cuda.synchronize(device)
@@ -191,6 +207,11 @@ def _peak_of_one_step(step, chunk, device) -> int:  # noqa: ANN001
         torch.cuda.synchronize(device)
         return torch.cuda.max_memory_allocated(device) - before
     with MemoryTracker(chunk) as tracker:
+        # The batch exists before the step on every rank. The tracker only learns of a storage
+        # when an operator touches it; told now, the micro-batches cut from it (views, no new
+        # memory) are not mistaken for memory the step allocated.
+        for t in batch:
+            tracker.track(t, "other")
         before = sum(tracker.current().values())
         step()
     return tracker.peak_total - before
@@ -206,6 +227,19 @@ def measured_bubble(per_rank_events: list[list[tuple[str, float, float]]]) -> fl
     )
 
 
+def ratios(results: list[dict]) -> dict[str, Any]:
+    """Ours / torch per schedule: step time, peak memory per stage; the losses' spread."""
+    seconds = {v: results[0][v]["seconds"] for v in VARIANTS}
+    losses = [r[v]["loss"] for r in results for v in VARIANTS if r[v]["loss"] is not None]
+    out: dict[str, Any] = {"torch": torch.__version__, "loss spread": max(losses) - min(losses)}
+    for kind in ("1f1b", "gpipe"):
+        out[kind] = {
+            "time": seconds[f"ours {kind}"] / seconds[f"torch {kind}"],
+            "memory": [r[f"ours {kind}"]["peak"] / r[f"torch {kind}"]["peak"] for r in results],
+        }
+    return out
+
+
 def report(args: argparse.Namespace, config: LlamaConfig, results: list[dict]) -> str:
     p, m = args.world_size, args.micro_batches
     bytes_per_element = 4  # fp32
@@ -216,8 +250,8 @@ def report(args: argparse.Namespace, config: LlamaConfig, results: list[dict]) -
     lines = [
         f"<!-- {platform.platform()}, torch {torch.__version__}, Python {sys.version.split()[0]},"
         f" {os.cpu_count()} CPUs, device {args.device} -->",
-        f"# Pipeline parallelism: ours vs torch.distributed.pipelining, {p} stages on "
-        f"{args.device}",
+        f"# Pipeline parallelism: ours vs torch.distributed.pipelining {torch.__version__}, "
+        f"{p} stages on {args.device}",
         "",
         f"{config.num_params():,} parameters ({config.name}, hidden {config.hidden}, "
         f"{config.layers} layers split {split_layers(config.layers, p)}), m = {m} micro-batches "
@@ -236,9 +270,9 @@ def report(args: argparse.Namespace, config: LlamaConfig, results: list[dict]) -
         lines.append(f"| {v} | {1e3 * seconds[v]:.1f} | {losses[v]:.5f} | {peaks} | {sent} | "
                      f"{share} | {bubble:.1%} |")  # fmt: skip
     lines.append("")
+    measured = ratios(results)
     for kind in ("1f1b", "gpipe"):
-        ratio = seconds[f"ours {kind}"] / seconds[f"torch {kind}"]
-        mem = [r[f"ours {kind}"]["peak"] / r[f"torch {kind}"]["peak"] for r in results]
+        ratio, mem = measured[kind]["time"], measured[kind]["memory"]
         lines += [
             f"- {kind}: ours / torch step time **{ratio:.2f}** (goal <= {GOAL_TIME}: "
             f"{'met' if ratio <= GOAL_TIME else 'NOT met'}); peak memory per stage "
@@ -255,8 +289,58 @@ def report(args: argparse.Namespace, config: LlamaConfig, results: list[dict]) -
     return "\n".join(lines)
 
 
+def under_each_torch(args: argparse.Namespace) -> None:
+    """Run this script under each of ``args.torch_venvs``' Python; print (and with ``--out``
+    write) a summary per torch and every run's report, each under its torch's heading."""
+    passed: list[str] = []  # this run's flags, less --torch-venvs and --out
+    skip = False
+    for token in sys.argv[1:]:
+        if token.startswith("--torch-venvs") or token.startswith("--out"):
+            skip = "=" not in token
+            continue
+        if skip and not token.startswith("--"):
+            continue
+        skip = False
+        passed.append(token)
+    load = os.getloadavg()[0]  # other work on the machine stretches the step times
+    runs = []
+    for venv in args.torch_venvs:
+        python = Path(venv) / "bin" / "python"
+        if not python.is_file():
+            raise SystemExit(f"--torch-venvs: {python} does not exist (make the venv first)")
+        with tempfile.TemporaryDirectory() as tmp:
+            found = Path(tmp) / "run.json"
+            subprocess.run([str(python), os.path.abspath(__file__), *passed, "--json", str(found)],
+                           check=True, stdout=subprocess.DEVNULL)  # fmt: skip
+            runs.append(json.loads(found.read_text()))
+    versions = " and ".join(r["ratios"]["torch"] for r in runs)
+    lines = [
+        f"# Pipeline parallelism: ours vs torch.distributed.pipelining on torch {versions}",
+        "",
+        f"The same measurement under each torch (goals: step time <= {GOAL_TIME}, peak memory "
+        f"per stage <= {GOAL_MEMORY} of torch's, losses equal); each run's report follows. "
+        f"Memory is counted exactly; step times vary with the machine's load (load average "
+        f"{load:.1f} at the start, on {os.cpu_count()} CPUs).",
+        "",
+        "| torch | 1F1B step time | 1F1B peak memory per stage | GPipe step time "
+        "| GPipe peak memory per stage | losses agree to |",
+        "|---|---:|---|---:|---|---:|",
+    ]
+    for run in runs:
+        r = run["ratios"]
+        cells = [f"{r[k]['time']:.2f} | {', '.join(f'{x:.3f}' for x in r[k]['memory'])}"
+                 for k in ("1f1b", "gpipe")]  # fmt: skip
+        lines.append(f"| {r['torch']} | {cells[0]} | {cells[1]} | {r['loss spread']:.1e} |")
+    for run in runs:  # each report's title becomes a section of this file
+        lines += ["", run["report"].replace("\n# ", "\n## ", 1)]
+    emit("\n".join(lines), args.out)
+
+
 def main() -> None:
     args = parse_args()
+    if args.torch_venvs:
+        under_each_torch(args)
+        return
     if args.device == "cuda" and not under_torchrun():
         if not torch.cuda.is_available():
             raise SystemExit("--device cuda needs a GPU")
@@ -266,7 +350,10 @@ def main() -> None:
     results = launch(compare, args.world_size, config, args, timeout=1200)
     if under_torchrun() and int(os.environ["RANK"]) != 0:
         return
-    emit(report(args, config, results), args.out)
+    text = report(args, config, results)
+    emit(text, args.out)
+    if args.json:
+        Path(args.json).write_text(json.dumps({"ratios": ratios(results), "report": text}))
 
 
 if __name__ == "__main__":

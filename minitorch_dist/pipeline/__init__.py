@@ -8,7 +8,8 @@ Names beyond the chapter-9 API contract of the README (none renamed): ``bubble_s
 ``KINDS``, ``check_schedule``, ``ScheduleDeadlock``, ``Message``, ``message_tag``,
 ``PipelineStage.exchange/forward/backward/backward_weights``, ``logical_events``,
 ``wall_events``, ``run_pipeline``, ``build_stage``, ``stage_parameters``,
-``micro_batch_list``, ``TINY``/``DEEP`` configs, ``in_flight_over_time``. The plots live in
+``micro_batch_list``, ``TINY``/``DEEP`` configs, ``in_flight_over_time``, ``SendLedger`` (when
+a send may be waited for), ``PipelineStage.wait_sends``. The plots live in
 ``minitorch_dist.pipeline.plots`` (not imported here: the numbers stay free of matplotlib).
 """
 
@@ -37,6 +38,7 @@ from minitorch_dist.pipeline.schedules import (
     check_schedule,
     make_schedule,
 )
+from minitorch_dist.pipeline.sends import SendLedger
 from minitorch_dist.pipeline.simulate import ScheduleDeadlock, SimResult, simulate
 from minitorch_dist.pipeline.stage import Message, PipelineStage, message_tag
 
@@ -50,6 +52,7 @@ __all__ = [
     "PipelineStage",
     "Schedule",
     "ScheduleDeadlock",
+    "SendLedger",
     "SimResult",
     "bubble_fraction",
     "bubble_share",

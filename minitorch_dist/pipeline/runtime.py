@@ -8,15 +8,17 @@ Before each action the runtime posts, in one batch, the sends of the action that
 the receive the next one needs (Megatron-LM's ``send_forward_recv_backward`` and friends), then
 waits for that receive only. A send is therefore never held up by a wait, and the ranks
 progress exactly as the simulator's dependencies allow: a schedule the simulator runs without
-deadlock runs here without deadlock.
+deadlock runs here without deadlock. A send is waited for (and its tensor dropped) as soon as a
+message from its peer proves that the peer has posted the receive
+(:class:`~minitorch_dist.pipeline.sends.SendLedger`), the rest at the end of the step.
 
 What it records, per rank: the actions in the order they ran (``executed``), their wall-clock
 ``events`` (seconds on the machine's monotonic clock, shared by forked ranks; CUDA is
 synchronised around each action), the chunk-micro-batches alive after each action
 (``in_flight``) and, with a :class:`~minitorch_dist.memory.MemoryTracker`, the activation bytes
-alive after each action. :func:`logical_events` replays the executed lists on the simulator's
-logical clock: a deterministic timeline of what ran, for figures that must not change between
-runs.
+alive after each action (``memory``) and every category of the tracker (``breakdown``).
+:func:`logical_events` replays the executed lists on the simulator's logical clock: a
+deterministic timeline of what ran, for figures that must not change between runs.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ import torch
 
 from minitorch_dist.models.llama import cross_entropy
 from minitorch_dist.pipeline.schedules import Action, Schedule
+from minitorch_dist.pipeline.sends import SendLedger
 from minitorch_dist.pipeline.simulate import Event, simulate
 from minitorch_dist.pipeline.stage import Message, PipelineStage
 
@@ -42,8 +45,10 @@ Batch = tuple[torch.Tensor, torch.Tensor]
 class PipelineRun:
     """What one rank ran: ``losses`` per micro-batch (already divided by m; only on the rank
     holding the last stage, else empty), ``executed`` actions in order, wall-clock ``events``
-    ``(rank, action, start, end)``, ``in_flight`` after each action and ``memory`` (activation
-    bytes after each action, with a tracker)."""
+    ``(rank, action, start, end)``, ``in_flight`` after each action and, with a tracker,
+    ``memory`` (activation bytes after each action) and ``breakdown`` (the tracker's bytes by
+    category after each action: received and sent activations are ``activations``, gradients
+    computed in backward ``other``)."""
 
     rank: int
     losses: list[float] = field(default_factory=list)
@@ -51,6 +56,7 @@ class PipelineRun:
     events: list[Event] = field(default_factory=list)
     in_flight: list[int] = field(default_factory=list)
     memory: list[int] = field(default_factory=list)
+    breakdown: list[dict[str, int]] = field(default_factory=list)
 
     @property
     def loss(self) -> float | None:
@@ -71,12 +77,15 @@ def run_schedule(
     loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] = cross_entropy,
     activation_shape: Callable[[torch.Tensor], tuple[int, ...]] | None = None,
     tracker: Any = None,
+    keep_sends: bool = False,
 ) -> PipelineRun:
     """Run ``stage.rank``'s list of ``schedule`` on ``micro_batches`` (every rank gets the same
     list of ``(inputs, targets)``: the first stage reads the inputs, the last the targets, the
     others their shapes). ``activation_shape(inputs)`` gives the shape of what crosses a
     boundary (default: ``(*inputs.shape, hidden)`` with the chunk's ``config.hidden``).
-    Gradients accumulate into the chunks' parameters; call ``zero_grad`` before a step."""
+    Gradients accumulate into the chunks' parameters; call ``zero_grad`` before a step.
+    ``keep_sends=True`` waits for every send only at the end of the step, as the runtime's
+    first version did, so that every sent tensor stays alive until then (for comparison)."""
     m = schedule.micro_batches
     if len(micro_batches) != m:
         raise ValueError(f"{len(micro_batches)} micro-batches given, the schedule has {m}")
@@ -96,6 +105,7 @@ def run_schedule(
     split = any(a.op == "W" for a in schedule.actions[rank])
     held: dict[tuple[int, int], torch.Tensor | None] = {}  # zero-bubble: B's grad, kept for W
     pending: list[Message] = []  # the last action's sends, posted with the next receive
+    ledger = SendLedger(schedule)  # which sends the peers have surely posted receives for
     losses: dict[int, float] = {}
     for action in schedule.actions[rank]:
         mb, c = action.micro_batch, action.chunk
@@ -106,12 +116,19 @@ def run_schedule(
         if (action.op == "F" and not stage.is_first(c)) or (
             action.op == "B" and not stage.is_last(c)
         ):
+            # allocated just before its receive (not for all m micro-batches up front)
             buf = torch.empty(activation_shape(inputs), dtype=dtype, device=device)
             forward = action.op == "F"
             recvs = [Message(buf, stage.prev_rank if forward else stage.next_rank, mb, s,
                              "activation" if forward else "gradient")]  # fmt: skip
         stage.exchange(pending, recvs)
-        pending = []
+        pending = []  # the stage holds each send now, until it is waited for
+        ledger.heard(recvs)
+        # wait for the sends the peers have posted receives for: their tensors can go now,
+        # sent outputs keep only their gradient edge
+        if not keep_sends:
+            stage.wait_sends(ledger.received)
+        recvs = []
         start = _now(device)
         if action.op == "F":
             x = inputs.to(device) if stage.is_first(c) else buf
@@ -130,11 +147,15 @@ def run_schedule(
         else:
             stage.backward_weights(mb, c, held.pop((mb, c)))
         end = _now(device)
+        # drop this action's tensors now: left to the next action's assignments, they would
+        # still be alive when its receive buffer is allocated and its forward or backward runs
+        x = out = dx = buf = None
         run.executed.append(action)
         run.events.append((rank, action, start, end))
         run.in_flight.append(stage.in_flight)
         if tracker is not None:
-            run.memory.append(tracker.current()["activations"])
+            run.breakdown.append(tracker.current())
+            run.memory.append(run.breakdown[-1]["activations"])
     stage.exchange(pending, [])
     stage.wait_sends()
     run.losses = [losses[i] for i in sorted(losses)]

@@ -18,6 +18,13 @@ message carries a tag naming (micro-batch, destination stage, activation or grad
 receive can only match its own message. A receive that never comes raises a TimeoutError naming
 the stage after ``recv_timeout`` seconds (at most ``$MINITORCH_DIST_COLLECTIVE_TIMEOUT``, which
 graded tests set), instead of hanging (worded so that ``launch`` reports it as the root cause).
+
+What a stage keeps, and for how long (chapter 9, "What a stage keeps"): for each micro-batch in
+flight, what its backward needs -- the input (a leaf whose ``.grad`` goes back) and the output's
+place in the autograd graph. The output *tensor* is needed only until its send has left: then
+:meth:`wait_sends` replaces it by its gradient edge (``torch.autograd.graph.get_gradient_edge``,
+as torch 2.15's ``torch.distributed.pipelining`` does), from which ``torch.autograd.backward``
+and ``torch.autograd.grad`` start just as well. A sent gradient is dropped once its send has left.
 """
 
 from __future__ import annotations
@@ -30,6 +37,7 @@ from datetime import timedelta
 import torch
 import torch.distributed as dist
 from torch import nn
+from torch.autograd.graph import GradientEdge, get_gradient_edge
 
 from minitorch_dist.checks import check_int, check_positive
 from minitorch_dist.launcher import COLLECTIVE_TIMEOUT_ENV
@@ -80,8 +88,10 @@ class PipelineStage:
         self.virtual_stages = len(self.chunks)
         self.num_stages = pp * self.virtual_stages
         self.recv_timeout = recv_timeout
-        self._saved: dict[tuple[int, int], tuple[torch.Tensor, torch.Tensor]] = {}
-        self._pending: list[dist.Work] = []  # sends posted and not yet waited for
+        # (micro-batch, chunk) -> (input, output or, once the output is sent, its gradient edge)
+        self._saved: dict[tuple[int, int], tuple[torch.Tensor, torch.Tensor | GradientEdge]] = {}
+        # every send posted and not yet waited for, with its message: the work keeps the tensor
+        self._pending: list[tuple[Message, dist.Work]] = []
 
     # -- where things are ------------------------------------------------------------------
     def stage(self, chunk: int) -> int:
@@ -151,7 +161,9 @@ class PipelineStage:
         output; None on the last stage, whose output is the loss). Returns the gradient of the
         chunk's input for the previous stage (None on the first stage) and frees what forward
         kept. ``weights=False`` computes only that input gradient and keeps the graph for
-        :meth:`backward_weights` (zero-bubble's B and W)."""
+        :meth:`backward_weights` (zero-bubble's B and W). The saved output may by then be a
+        ``GradientEdge`` (its tensor freed after the send): ``torch.autograd.backward`` and
+        ``torch.autograd.grad`` take either."""
         # BEGIN SOLUTION lab09.1: backward from the received gradient; return the input's grad
         x, out = self._saved[(micro_batch, chunk)]
         if not weights:
@@ -178,11 +190,9 @@ class PipelineStage:
     def exchange(self, sends: Sequence[Message], recvs: Sequence[Message]) -> None:
         """Post ``sends`` and ``recvs`` in one ``dist.batch_isend_irecv`` and wait for the
         receives (at most ``recv_timeout`` seconds: then a TimeoutError names the stage and what
-        it waited for). The sends are waited for later, by :meth:`wait_sends`."""
-        # drop the sends that have left (on gloo a send completes only when waited for, so its
-        # tensor stays alive until wait_sends at the end of the step; waiting earlier could
-        # deadlock, since a gloo send completes only once the peer has posted its receive)
-        self._pending = [w for w in self._pending if not w.is_completed()]
+        it waited for). Each send's work is kept with its message in ``_pending``, to be waited
+        for later by :meth:`wait_sends` (waiting now could deadlock: on gloo a send completes
+        only once the peer has posted its receive)."""
         if not sends and not recvs:
             return
 
@@ -193,12 +203,12 @@ class PipelineStage:
 
         works = dist.batch_isend_irecv([op(dist.isend, m) for m in sends] +
                                        [op(dist.irecv, m) for m in recvs])  # fmt: skip
-        if len(works) != len(sends) + len(recvs):  # NCCL coalesces a batch into one work
-            works, recvs = works, [recvs[0]] * len(works) if recvs else []
-        else:
-            self._pending += works[: len(sends)]
-            works = works[len(sends) :]
-        for work, m in zip(works, recvs):
+        if len(works) == len(sends) + len(recvs):  # gloo: one work per operation
+            send_works, recv_works = works[: len(sends)], works[len(sends) :]
+        else:  # NCCL coalesces a batch into one work, for the sends and receives alike
+            send_works, recv_works = works * len(sends), works * len(recvs)
+        self._pending += zip(sends, send_works)
+        for work, m in zip(recv_works, recvs):
             try:
                 work.wait(timedelta(seconds=self.recv_timeout))
             except RuntimeError as e:
@@ -210,12 +220,30 @@ class PipelineStage:
                     f"stage {m.stage} (rank {self.rank}) waited {self.recv_timeout:g} s for the "
                     f"{m.what} of micro-batch {m.micro_batch} from rank {m.peer}; it never came"
                 ) from None
-        if not recvs:
-            self._pending += works
         # END SOLUTION
 
-    def wait_sends(self) -> None:
-        """Wait until every send posted so far has left (its buffer may then be reused)."""
-        for work in self._pending:
-            work.wait(timedelta(seconds=self.recv_timeout))
-        self._pending.clear()
+    def wait_sends(self, which: Callable[[Message], bool] | None = None) -> None:
+        """Wait for the sends posted so far (only those for which ``which(message)`` is true,
+        and those already complete, with ``which``) and drop them: the stage's reference to
+        each tensor goes, and a sent activation's output is replaced by its gradient edge, so
+        its memory is freed as soon as nothing else holds it. ``which`` must only pick sends
+        whose receive the peer has posted (:class:`~minitorch_dist.pipeline.sends.SendLedger`)."""
+        if any(not (isinstance(e, tuple) and len(e) == 2) for e in self._pending):
+            raise TypeError("PipelineStage._pending must hold (Message, Work) pairs: exchange "
+                            "keeps each send's work together with its message")  # fmt: skip
+        keep = []
+        for m, work in self._pending:
+            if which is None or work.is_completed() or which(m):
+                work.wait(timedelta(seconds=self.recv_timeout))
+                if m.what == "activation":
+                    self._release_output(m.micro_batch, (m.stage - 1) // self.pp)
+            else:
+                keep.append((m, work))
+        self._pending = keep
+
+    def _release_output(self, micro_batch: int, chunk: int) -> None:
+        """Keep only the gradient edge of a sent output: backward starts from the output's
+        autograd node, never from its values, and the next stage has its own copy now."""
+        saved = self._saved.get((micro_batch, chunk))
+        if saved is not None and isinstance(saved[1], torch.Tensor) and saved[1].requires_grad:
+            self._saved[(micro_batch, chunk)] = (saved[0], get_gradient_edge(saved[1]))
