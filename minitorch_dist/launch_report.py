@@ -71,24 +71,68 @@ class _Report:
     waits_for: tuple[int, ...] = ()  # ranks a timed-out receive waited on (peers_waited_on)
 
 
+_waiting: dict[int, Any] = {}  # this rank's receives still open: id -> (work or None, peer)
+
+
+def watch_receives() -> None:
+    """In a forked rank: remember the peer of each receive posted through ``dist.recv`` or
+    ``dist.batch_isend_irecv`` until it completes, so that a timeout can name who never sent.
+    The wrappers call torch's own functions and return what they return."""
+    import torch.distributed as dist
+
+    recv, batch = dist.recv, dist.batch_isend_irecv
+
+    def watched_recv(tensor: Any, src: Any = None, *args: Any, **kwargs: Any) -> Any:
+        _waiting[-1] = (None, src)
+        value = recv(tensor, src, *args, **kwargs)
+        _waiting.pop(-1, None)
+        return value
+
+    def watched_batch(p2p_op_list: Any) -> Any:
+        works = batch(p2p_op_list)
+        for key in [k for k, (w, _) in _waiting.items() if w is not None and w.is_completed()]:
+            del _waiting[key]
+        if len(works) == len(p2p_op_list):  # gloo: one work per op, in order
+            for work, op in zip(works, p2p_op_list):
+                if getattr(op.op, "__name__", "") == "irecv":
+                    _waiting[id(work)] = (work, op.peer)
+        return works
+
+    dist.recv, dist.batch_isend_irecv = watched_recv, watched_batch
+
+
+def _succeeded(work: Any) -> bool:
+    """Whether a receive's work completed without error (torch's deprecation warning for
+    ``is_success``, printed once from C++, is kept out of the rank's output)."""
+    if not work.is_completed():
+        return False
+    saved = os.dup(2)
+    try:
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, 2)
+        os.close(null)
+        return bool(work.is_success())
+    except (AttributeError, RuntimeError):  # gone from a later torch: treat it as still open
+        return False
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
 def peers_waited_on(error: BaseException) -> tuple[int, ...]:
-    """The ranks a receive that timed out with ``error`` waited on, read from the locals of the
-    traceback's frames: ``src``/``group_src`` of ``dist.recv``, the peers of ``irecv`` P2P ops
-    (``batch_isend_irecv``). Empty when the error is no timeout or the frames do not say."""
+    """The ranks a receive that timed out with ``error`` waited on: the open receives that
+    :func:`watch_receives` saw, and ``src`` in the locals of the traceback's frames. Empty
+    when the error is no timeout or nothing says."""
     if not _TIMEOUT.search(str(error)):
         return ()
-    peers: list[int] = []
+    peers = [peer for work, peer in _waiting.values() if work is None or not _succeeded(work)]
     tb = error.__traceback__
     while tb is not None:
         for name, value in tb.tb_frame.f_locals.items():
             if name == "src" and isinstance(value, int) and not isinstance(value, bool):
                 peers.append(value)
-            for op in value if isinstance(value, (list, tuple)) else [value]:
-                kind = getattr(getattr(op, "op", None), "__name__", "")
-                if kind == "irecv" and isinstance(getattr(op, "peer", None), int):
-                    peers.append(op.peer)
         tb = tb.tb_next
-    return tuple(sorted(set(peers)))
+    return tuple(sorted({p for p in peers if isinstance(p, int)}))
 
 
 def _where(rank: int, log: str) -> str:

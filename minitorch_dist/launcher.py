@@ -49,6 +49,7 @@ from minitorch_dist.launch_report import (
     _raise_if_failed,
     _Report,
     peers_waited_on,
+    watch_receives,
 )
 from minitorch_dist.launch_torchrun import _run_in_torchrun, torchrun, under_torchrun
 
@@ -274,6 +275,7 @@ def _child(
             world_size=world_size,
             timeout=timedelta(seconds=_collective_timeout(timeout)),
         )
+        watch_receives()  # so that a receive's timeout names the rank that never sent
         value = fn(rank, world_size, *args)
         report = _Report(rank, True, value=value)
     except BaseException as e:  # noqa: BLE001 - every failure must reach the parent
