@@ -30,7 +30,7 @@ import time
 import zipfile
 from pathlib import Path
 
-from .edition import MANIFEST_FILE, read_manifest
+from .edition import _SKIP_DIRS, MANIFEST_FILE, _source_files, read_manifest
 
 __all__ = ["collect_graded", "run", "write_bundle"]
 
@@ -94,8 +94,6 @@ def write_bundle(
     root: str | os.PathLike, edition: str | os.PathLike, manifest: dict, zip_path: str | os.PathLike
 ) -> Path:
     """Write the autograder zip for the assignment whose edition is at ``edition``."""
-    from .release import _SKIP_DIRS, _source_files
-
     root, edition, zip_path = Path(root), Path(edition), Path(zip_path).resolve()
     tests = collect_graded(root, manifest["labs"])
     if not tests:

@@ -11,6 +11,7 @@ copies from a submission over the instructor's tree.
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 from collections.abc import Sequence
@@ -28,7 +29,29 @@ __all__ = [
 MANIFEST_FILE = "submission.json"
 # https://host/path, ssh://[user@]host/path, file:///path, or scp-like git@host:org/repo.git
 _URL = re.compile(r"^(?:(?:https|ssh|file)://[^\s\"'{}]+|[\w.-]+@[\w.-]+:[^\s\"'{}]+)$")
+_SKIP_DIRS = {".git", ".venv", "_build", "__pycache__", ".pytest_cache", ".ruff_cache", "release"}
 _AUTHOR = ["-c", "user.name=minitorch_dist release", "-c", "user.email=release@minitorch-dist"]
+
+
+def _source_files(root: Path) -> list[Path]:
+    """The files to ship: git's tracked files when this is a checkout, else a filtered walk."""
+    try:
+        listed = subprocess.run(
+            ["git", "ls-files", "-co", "--exclude-standard"],
+            cwd=root,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.splitlines()
+        return [root / p for p in listed if (root / p).is_file()]
+    except (OSError, subprocess.CalledProcessError):
+        files = []
+        for dirpath, dirnames, filenames in os.walk(root):
+            dirnames[:] = [
+                d for d in dirnames if d not in _SKIP_DIRS and not d.endswith(".egg-info")
+            ]
+            files += [Path(dirpath) / f for f in filenames]
+        return files
 
 
 def check_repo_url(repo: str) -> str:

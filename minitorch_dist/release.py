@@ -37,13 +37,14 @@ import json
 import os
 import re
 import shutil
-import subprocess
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from .edition import (
+    _SKIP_DIRS,
     MANIFEST_FILE,
+    _source_files,
     check_repo_url,
     commit_edition,
     student_readme,
@@ -64,7 +65,6 @@ _BEGIN = re.compile(r"^([ \t]*)# BEGIN SOLUTION\b[ \t]*([^:\s]*)(?::[ \t]*(.*?))
 _TASK = re.compile(r"^lab\d\d\.\d+$")  # labNN.k: chapter NN, task k
 _END = re.compile(r"^[ \t]*# END SOLUTION\b")
 _THIS = Path(__file__).resolve()  # the tool itself: its docstring shows the markers
-_SKIP_DIRS = {".git", ".venv", "_build", "__pycache__", ".pytest_cache", ".ruff_cache", "release"}
 # Files the edition leaves out: the mutants are the reference solutions with one mistake each,
 # the exercise tests hold the exercises' worked answers.
 _INSTRUCTOR_ONLY = ("tests/test_mutants.py", "tests/mutants_*.py", "tests/test_*exercises.py")
@@ -128,27 +128,6 @@ def _strip_notebook(path: Path, keep: Callable[[str], bool] | None = None) -> li
         cell["execution_count"] = None
     path.write_text(json.dumps(nb, indent=1, ensure_ascii=False) + "\n")
     return tasks
-
-
-def _source_files(root: Path) -> list[Path]:
-    """The files to ship: git's tracked files when this is a checkout, else a filtered walk."""
-    try:
-        listed = subprocess.run(
-            ["git", "ls-files", "-co", "--exclude-standard"],
-            cwd=root,
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout.splitlines()
-        return [root / p for p in listed if (root / p).is_file()]
-    except (OSError, subprocess.CalledProcessError):
-        files = []
-        for dirpath, dirnames, filenames in os.walk(root):
-            dirnames[:] = [
-                d for d in dirnames if d not in _SKIP_DIRS and not d.endswith(".egg-info")
-            ]
-            files += [Path(dirpath) / f for f in filenames]
-        return files
 
 
 def _keep_rule(labs: Sequence[str] | None) -> Callable[[str], bool] | None:
