@@ -158,8 +158,8 @@ git clone {repo} && cd {name}
 python3 -m venv .venv && .venv/bin/pip install -e ".[student]"
 ```
 
-The one `pip install` line installs the package, the grader with its test dependencies, and
-JupyterLab: `.venv/bin/jupyter lab labs/` opens the labs.
+That one line installs the package, the grader with its test dependencies, and JupyterLab:
+`.venv/bin/jupyter lab labs/` opens the labs.
 
 In Colab, each lab's first cell clones this edition (tests included) into `/content/course`
 and installs it in editable mode: edit the package there from the Files pane (your edits apply

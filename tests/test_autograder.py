@@ -193,3 +193,20 @@ def test_an_endless_loop_costs_its_tests_not_the_results(course: dict) -> None:
     tests = results["tests"]
     assert len(tests) == 4 and results["score"] == 0
     assert any("Timeout" in t["output"] for t in tests), tests[0]["output"]
+
+
+def test_the_editions_texts_speak_of_its_own_labs_and_stubs(course: dict) -> None:
+    """Catches an edition README with another lab's examples, or lab text that sends students
+    to solution markers the edition does not have."""
+    edition = course["edition"]
+    readme = (edition / "README.md").read_text()
+    assert "--task lab00.1" in readme and "lab05" not in readme
+    assert readme.count("pip install") == 1 and '".[student]"' in readme
+    assert "python -m minitorch_dist.submit" in readme
+    for nb in sorted((edition / "labs").glob("*.ipynb")):
+        cells = json.loads(nb.read_text())["cells"]
+        text = "".join("".join(c["source"]) for c in cells)
+        assert "BEGIN SOLUTION" not in text and "END SOLUTION" not in text, nb.name
+        first = "".join(next(c for c in cells if c["cell_type"] == "code")["source"])
+        assert first.startswith("import sys\n\nKEEP_IN_DRIVE = False"), nb.name
+        assert 'drive.mount("/content/drive")' in first and "minitorch_dist.submit" in first
