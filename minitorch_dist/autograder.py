@@ -34,7 +34,7 @@ from .edition import _SKIP_DIRS, MANIFEST_FILE, _source_files, read_manifest
 
 __all__ = ["collect_graded", "run", "write_bundle"]
 
-TEST_TIMEOUT_S = 300  # one graded test; the slowest takes under 10 s on 2 CPU cores
+TEST_TIMEOUT_S = 60  # one graded test; the slowest takes under 10 s on 2 CPU cores
 TOTAL_TIMEOUT_S = 40 * 60  # Gradescope's default limit for a whole run
 
 SETUP_SH = """#!/usr/bin/env bash
@@ -118,13 +118,17 @@ def write_bundle(
 def _find(submission: Path, rel: str) -> Path | None:
     """``rel`` in the submission: at that path, or (a zip of the edition's folder) below one
     folder level that ends with it; plain files only."""
+    inside = submission.resolve()
+
+    def plain(p: Path) -> bool:  # a file of the submission's own, not a link out of it
+        return p.is_file() and not p.is_symlink() and p.resolve().is_relative_to(inside)
+
     exact = submission / rel
-    if exact.is_file() and not exact.is_symlink():
+    if plain(exact):
         return exact
     found = [
-        p for p in submission.rglob(Path(rel).name)
-        if p.as_posix().endswith("/" + rel) and p.is_file() and not p.is_symlink()
-    ]  # fmt: skip
+        p for p in submission.rglob(Path(rel).name) if p.as_posix().endswith("/" + rel) and plain(p)
+    ]
     return min(found, key=lambda p: len(p.parts)) if found else None
 
 

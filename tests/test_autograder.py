@@ -210,3 +210,19 @@ def test_the_editions_texts_speak_of_its_own_labs_and_stubs(course: dict) -> Non
         first = "".join(next(c for c in cells if c["cell_type"] == "code")["source"])
         assert first.startswith("import sys\n\nKEEP_IN_DRIVE = False"), nb.name
         assert 'drive.mount("/content/drive")' in first and "minitorch_dist.submit" in first
+
+
+def test_a_submitted_file_is_found_below_one_folder_and_links_are_ignored(tmp_path: Path) -> None:
+    """Catches a zip of the edition's folder scored as missing, or a link that reads a file
+    from outside the submission."""
+    from minitorch_dist.autograder import _find
+
+    rel = "minitorch_dist/comm/halves.py"
+    nested = tmp_path / "hw0" / rel
+    nested.parent.mkdir(parents=True)
+    nested.write_text("x = 1\n")
+    assert _find(tmp_path, rel) == nested
+    (tmp_path / "minitorch_dist" / "comm").mkdir(parents=True)
+    (tmp_path / rel).symlink_to("/etc/hostname")
+    assert _find(tmp_path, rel) == nested, "a link is not a submitted file"
+    assert _find(tmp_path, "minitorch_dist/comm/ring.py") is None

@@ -84,8 +84,12 @@ def test_install_cell_is_the_labs_cell_run_from_chapters():
     assert '"google.colab" in sys.modules' in cell and "git clone" in cell
     assert "%cd /content/course/chapters" in cell and "/labs" not in cell
     assert '"myst-nb>=1.1"' in cell, "the chapters glue their numbers with myst_nb"
-    assert "minitorch_dist.grade" not in cell
-    kept = [line for line in lab_cell.splitlines() if "/labs" not in line and "grade" not in line]
+    assert "minitorch_dist.grade" not in cell and "minitorch_dist.submit" not in cell
+    kept = [
+        line
+        for line in lab_cell.splitlines()
+        if "/labs" not in line and "grade" not in line and "submit" not in line
+    ]
     assert all(line in cell for line in kept if "pip install" not in line)
 
 
