@@ -4,6 +4,10 @@
     python -m minitorch_dist.grade --labs lab01 lab02 --results results.json
     python -m minitorch_dist.grade --task lab05.1 --task lab05.2     # one task or a few
     pytest -m lab05 --task lab05.1                          # the same selection, plain pytest
+    python -m minitorch_dist.grade --labs lab05 --timeout 60   # each test at most 60 s
+
+A test file that does not import (a missing package, a syntax error) is named with its error,
+in the terminal and in results.json, and the other files are graded all the same.
 
 The convention (tests/test_grading.py enforces it). A graded test carries its lab's marker and
 exactly one task marker whose id starts with that lab::
