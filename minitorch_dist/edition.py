@@ -136,8 +136,8 @@ def student_readme(
 ## Submit
 
 `python -m minitorch_dist.submit` writes `submission_{"_".join(chosen)}.zip` into this folder
-(exactly the package files that hold your tasks, listed in `{MANIFEST_FILE}`) and prints its
-path; upload that zip to Gradescope. The autograder copies only those files over the course's
+(exactly the package files that hold your tasks, listed in `{MANIFEST_FILE}`; a notebook's
+exercises check themselves in the notebook) and prints its path; upload that zip to Gradescope. The autograder copies only those files over the course's
 own tree and runs the course's graded tests: tests or files of your own change nothing. In
 Colab, run `!cd /content/course && python -m minitorch_dist.submit`, then download the zip from
 the Files pane (right click, Download) or with `from google.colab import files;
@@ -157,6 +157,7 @@ code. Signatures, docstrings and input checks are given; the chapters explain wh
 ```bash
 git clone {repo} && cd {name}
 python3 -m venv .venv && .venv/bin/pip install -e ".[student]"
+source .venv/bin/activate    # each new shell: `python` and `jupyter` are the course's
 ```
 
 That one line installs the package, the grader with its test dependencies, and JupyterLab:
