@@ -4,6 +4,10 @@
     python -m minitorch_dist.grade --labs lab01 lab02 --results results.json
     python -m minitorch_dist.grade --task lab05.1 --task lab05.2     # one task or a few
     pytest -m lab05 --task lab05.1                          # the same selection, plain pytest
+    python -m minitorch_dist.grade --labs lab05 --timeout 60   # each test at most 60 s
+
+A test file that does not import (a missing package, a syntax error) is named with its error,
+in the terminal and in results.json, and the other files are graded all the same.
 
 The convention (tests/test_grading.py enforces it). A graded test carries its lab's marker and
 exactly one task marker whose id starts with that lab::
@@ -159,11 +163,14 @@ def grade(
     extra_args: list[str] | None = None,
     tasks: list[str] | None = None,
     log: io.TextIOBase | None = None,
+    errors: list[str] | None = None,
 ) -> list[TestResult]:
     """Run the graded tests under ``root/tests`` (only ``labs`` / ``tasks`` if given).
 
     Returns their results; pytest's own terminal output goes to ``log`` (default: discarded),
-    and one character per test (``.`` passed, ``F`` failed, ``s`` skipped) to stderr."""
+    and one character per test (``.`` passed, ``F`` failed, ``s`` skipped) to stderr. A test file
+    that fails to import does not stop the others; its error (file and exception) is printed and
+    appended to ``errors`` when given."""
     root = Path(root).resolve()
     for lab in labs or []:
         if not LAB_MARKER.match(lab):
@@ -182,7 +189,7 @@ def grade(
     chosen = sorted(set(labs or []) | {t.split(".")[0] for t in tasks or []})
     expression = " or ".join(chosen or [f"lab{i:02d}" for i in range(100)])
     collector = _Collector(tasks=list(tasks) if tasks else None)
-    args = [str(root / "tests"), "-m", expression, "-q", "-rN",
+    args = [str(root / "tests"), "-m", expression, "-q", "-rN", "--continue-on-collection-errors",
             "-p", "no:cacheprovider", "--rootdir", str(root), "-o", "addopts=",
             *(extra_args or [])]  # fmt: skip
     cwd = os.getcwd()
@@ -204,6 +211,8 @@ def grade(
     if collector.errors:
         print("collection errors (these tests did not run):", file=sys.stderr)
         print("\n".join(f"  {e}" for e in collector.errors), file=sys.stderr)
+        if errors is not None:
+            errors.extend(collector.errors)
     return [collector.results[k] for k in sorted(collector.results)]
 
 
@@ -227,14 +236,27 @@ def main(argv: list[str] | None = None) -> int:
     )  # fmt: skip
     parser.add_argument("--root", default=".", help="repository to grade (default: here)")
     parser.add_argument("--results", default="results.json", help="where to write the JSON")
+    parser.add_argument(
+        "--timeout", type=float, help="fail a test that runs longer (seconds; needs pytest-timeout)"
+    )
     args = parser.parse_args(argv)
     tasks = [t for group in args.task for t in group]
     start = time.monotonic()
-    results = grade(args.root, args.labs, tasks=tasks or None)
+    extra = ["--timeout", f"{args.timeout:g}"] if args.timeout else None
+    errors: list[str] = []
+    results = grade(args.root, args.labs, extra_args=extra, tasks=tasks or None, errors=errors)
     if not results:
-        print("no graded tests found", file=sys.stderr)
+        if errors:
+            print(f"no graded test ran: {len(errors)} test file(s) failed to import (above)",
+                  file=sys.stderr)  # fmt: skip
+        else:
+            print("no graded tests found", file=sys.stderr)
         return 1
     report = gradescope_json(results, time.monotonic() - start)
+    if errors:
+        report["output"] += "\n\ncollection errors (these tests did not run):\n" + "\n".join(
+            f"  {e}" for e in errors
+        )
     Path(args.results).write_text(json.dumps(report, indent=2) + "\n")
     print(report["output"])
     print(f"results written to {args.results} (each failed test's traceback is in its output)")

@@ -2,7 +2,9 @@
 
 The root cause is the rank that raised first with an error of its own (not a victim that saw a
 peer's connection close, nor a backend wait that expired); a launch where ranks got stuck names
-each stuck rank and the line it waited on. Machine paths are shortened so that a notebook's
+each stuck rank and the line it waited on, the rank it waited to receive from when the
+waiting frames show it (``recv(src=...)``, a ``P2POp(irecv, ..., peer)``), and the timeout that
+actually fired (the launch's, or the smaller collective timeout). Machine paths are shortened so that a notebook's
 stored error output is the same on every machine.
 """
 
@@ -66,6 +68,71 @@ class _Report:
     message: str = ""
     traceback_text: str = ""
     at: float = 0.0  # time.monotonic() when the exception was caught (shared clock after fork)
+    waits_for: tuple[int, ...] = ()  # ranks a timed-out receive waited on (peers_waited_on)
+
+
+_waiting: dict[int, Any] = {}  # this rank's receives still open: id -> (work or None, peer)
+
+
+def watch_receives() -> None:
+    """In a forked rank: remember the peer of each receive posted through ``dist.recv`` or
+    ``dist.batch_isend_irecv`` until it completes, so that a timeout can name who never sent.
+    The wrappers call torch's own functions and return what they return."""
+    import torch.distributed as dist
+
+    recv, batch = dist.recv, dist.batch_isend_irecv
+
+    def watched_recv(tensor: Any, src: Any = None, *args: Any, **kwargs: Any) -> Any:
+        _waiting[-1] = (None, src)
+        value = recv(tensor, src, *args, **kwargs)
+        _waiting.pop(-1, None)
+        return value
+
+    def watched_batch(p2p_op_list: Any) -> Any:
+        works = batch(p2p_op_list)
+        for key in [k for k, (w, _) in _waiting.items() if w is not None and w.is_completed()]:
+            del _waiting[key]
+        if len(works) == len(p2p_op_list):  # gloo: one work per op, in order
+            for work, op in zip(works, p2p_op_list):
+                if getattr(op.op, "__name__", "") == "irecv":
+                    _waiting[id(work)] = (work, op.peer)
+        return works
+
+    dist.recv, dist.batch_isend_irecv = watched_recv, watched_batch
+
+
+def _succeeded(work: Any) -> bool:
+    """Whether a receive's work completed without error (torch's deprecation warning for
+    ``is_success``, printed once from C++, is kept out of the rank's output)."""
+    if not work.is_completed():
+        return False
+    saved = os.dup(2)
+    try:
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, 2)
+        os.close(null)
+        return bool(work.is_success())
+    except (AttributeError, RuntimeError):  # gone from a later torch: treat it as still open
+        return False
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
+def peers_waited_on(error: BaseException) -> tuple[int, ...]:
+    """The ranks a receive that timed out with ``error`` waited on: the open receives that
+    :func:`watch_receives` saw, and ``src`` in the locals of the traceback's frames. Empty
+    when the error is no timeout or nothing says."""
+    if not _TIMEOUT.search(str(error)):
+        return ()
+    peers = [peer for work, peer in _waiting.values() if work is None or not _succeeded(work)]
+    tb = error.__traceback__
+    while tb is not None:
+        for name, value in tb.tb_frame.f_locals.items():
+            if name == "src" and isinstance(value, int) and not isinstance(value, bool):
+                peers.append(value)
+        tb = tb.tb_next
+    return tuple(sorted({p for p in peers if isinstance(p, int)}))
 
 
 def _where(rank: int, log: str) -> str:
@@ -161,12 +228,18 @@ def _raise_if_failed(
     if unfinished or failed:
         stuck = sorted(set(unfinished) | {rep.rank for rep in failed})
         done = sorted(set(range(world_size)) - set(stuck))
+        if unfinished:  # the launch's own timeout fired
+            fired = f"did not finish within timeout={timeout:g} s"
+        else:  # every stuck rank's collective (or receive) timed out first
+            fired = (
+                f"did not finish: a collective timed out after {_collective_timeout(timeout):g} s"
+            )
         raise RankTimeoutError(
             _short_paths(
-                f"ranks {stuck} of {world_size} did not finish within timeout={timeout:g} s"
-                f"{_collective_note(timeout)} (finished: {done}). A rank waiting in a collective that another rank never "
-                "called looks like this; check that every rank calls the same collectives in the "
-                "same order."
+                f"ranks {stuck} of {world_size} {fired} (finished: {done}). "
+                + _never_sent(failed, stuck, done)
+                + "A rank waiting in a collective that another rank never called looks like "
+                "this; check that every rank calls the same collectives in the same order."
                 + "".join(_where(r, stacks[r]) for r in unfinished)
                 + "".join(_timed_out(rep) for rep in sorted(failed, key=lambda rep: rep.rank))
             ),
@@ -180,6 +253,20 @@ def _collective_timeout(timeout: float) -> float:
     return min(timeout, float(cap)) if cap else timeout
 
 
-def _collective_note(timeout: float) -> str:
-    limit = _collective_timeout(timeout)
-    return f", each collective within {limit:g} s" if limit < timeout else ""
+def _never_sent(failed: list[_Report], stuck: list[int], done: list[int]) -> str:
+    """Who never sent: the peers a timed-out receive waited on when known, else the ranks that
+    finished while others waited (they never called what the others wait on)."""
+    waiting: dict[int, list[int]] = {}
+    for rep in failed:
+        for peer in rep.waits_for:
+            waiting.setdefault(peer, []).append(rep.rank)
+    if waiting:
+        said = []
+        for peer, ranks in sorted(waiting.items()):
+            state = "it had finished" if peer in done else "it was stuck itself"
+            said.append(f"Rank {peer} never sent what rank(s) {sorted(ranks)} waited to receive "
+                        f"({state})")  # fmt: skip
+        return "; ".join(said) + ". "
+    if done:
+        return f"Rank(s) {done} finished without sending or calling what rank(s) {stuck} wait on. "
+    return ""

@@ -48,6 +48,8 @@ from minitorch_dist.launch_report import (
     _death,
     _raise_if_failed,
     _Report,
+    peers_waited_on,
+    watch_receives,
 )
 from minitorch_dist.launch_torchrun import _run_in_torchrun, torchrun, under_torchrun
 
@@ -277,6 +279,7 @@ def _child(
             world_size=world_size,
             timeout=timedelta(seconds=_collective_timeout(timeout)),
         )
+        watch_receives()  # so that a receive's timeout names the rank that never sent
         value = fn(rank, world_size, *args)
         report = _Report(rank, True, value=value)
     except BaseException as e:  # noqa: BLE001 - every failure must reach the parent
@@ -288,6 +291,7 @@ def _child(
             # drop this frame: the traceback starts in the user's function
             traceback_text="".join(traceback.format_exception(type(e), e, e.__traceback__.tb_next)),
             at=time.monotonic(),
+            waits_for=peers_waited_on(e),
         )
     sys.stdout.flush()
     try:

@@ -2,6 +2,7 @@
 
     python -m minitorch_dist.release DEST                                   # every lab stubbed
     python -m minitorch_dist.release DEST --labs lab05,lab06 --repo URL     # one assignment
+    python -m minitorch_dist.release DEST --labs lab05 --repo URL --autograder hw3.zip
 
 Solutions live in the package (and in lab notebooks) between two comments::
 
@@ -19,7 +20,12 @@ reference with one mistake per mutant) and the exercise tests (their worked answ
 later labs (not yet assigned), and earlier labs keep their reference code (markers removed), as a
 course releases one assignment at a time on top of the last. ``--repo`` points every install
 cell, launch button and link of the edition at the edition's own repository, and the edition's
-README says what a student does. Nothing is kept by hand: the
+README says what a student does. DEST is a git repository with one commit on ``main`` (remote
+``origin`` = URL: https, ssh or file), ready to ``git push -u origin main``; its
+``submission.json`` lists the package files that hold the assignment's stubs, which
+``python -m minitorch_dist.submit`` zips for Gradescope. ``--autograder ZIP`` writes the
+Gradescope autograder bundle for the same assignment (minitorch_dist/autograder.py). Nothing is
+kept by hand: the
 student edition is always generated, and the test suite checks that in it the package imports and
 every graded test fails with NotImplementedError.
 """
@@ -31,19 +37,34 @@ import json
 import os
 import re
 import shutil
-import subprocess
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-__all__ = ["MARKER_FILE", "SolutionBlockError", "make_release", "strip_solutions"]
+from .edition import (
+    _SKIP_DIRS,
+    MANIFEST_FILE,
+    _source_files,
+    check_repo_url,
+    commit_edition,
+    student_readme,
+    write_manifest,
+)
+
+__all__ = [
+    "MANIFEST_FILE",
+    "MARKER_FILE",
+    "SolutionBlockError",
+    "make_release",
+    "strip_solutions",
+    "student_readme",
+]
 
 MARKER_FILE = ".student_release"  # present at the root of every generated student edition
 _BEGIN = re.compile(r"^([ \t]*)# BEGIN SOLUTION\b[ \t]*([^:\s]*)(?::[ \t]*(.*?))?[ \t]*$")
 _TASK = re.compile(r"^lab\d\d\.\d+$")  # labNN.k: chapter NN, task k
 _END = re.compile(r"^[ \t]*# END SOLUTION\b")
 _THIS = Path(__file__).resolve()  # the tool itself: its docstring shows the markers
-_SKIP_DIRS = {".git", ".venv", "_build", "__pycache__", ".pytest_cache", ".ruff_cache", "release"}
 # Files the edition leaves out: the mutants are the reference solutions with one mistake each,
 # the exercise tests hold the exercises' worked answers.
 _INSTRUCTOR_ONLY = ("tests/test_mutants.py", "tests/mutants_*.py", "tests/test_*exercises.py")
@@ -109,27 +130,6 @@ def _strip_notebook(path: Path, keep: Callable[[str], bool] | None = None) -> li
     return tasks
 
 
-def _source_files(root: Path) -> list[Path]:
-    """The files to ship: git's tracked files when this is a checkout, else a filtered walk."""
-    try:
-        listed = subprocess.run(
-            ["git", "ls-files", "-co", "--exclude-standard"],
-            cwd=root,
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout.splitlines()
-        return [root / p for p in listed if (root / p).is_file()]
-    except (OSError, subprocess.CalledProcessError):
-        files = []
-        for dirpath, dirnames, filenames in os.walk(root):
-            dirnames[:] = [
-                d for d in dirnames if d not in _SKIP_DIRS and not d.endswith(".egg-info")
-            ]
-            files += [Path(dirpath) / f for f in filenames]
-        return files
-
-
 def _keep_rule(labs: Sequence[str] | None) -> Callable[[str], bool] | None:
     """Which tasks keep their reference code: those of labs before the last chosen one that
     were not chosen (None, every lab stubbed, without ``labs``)."""
@@ -149,16 +149,20 @@ def make_release(
     *,
     labs: Sequence[str] | None = None,
     repo: str | None = None,
+    autograder: str | os.PathLike | None = None,
+    commit: bool = True,
 ) -> dict:
     """Write the student edition of the repository at ``root`` into ``dest``.
 
     Returns ``{task id: number of stubbed blocks}``. ``dest`` must not exist unless ``force``.
     ``labs`` (e.g. ``["lab05"]``): stub those labs and later ones, keep earlier labs' reference
-    code. ``repo``: the edition's repository URL, written wherever the source's URL appears.
+    code. ``repo``: the edition's repository URL (https, ssh or file), written wherever the
+    source's URL appears and set as the edition's ``origin``. ``commit``: make ``dest`` a git
+    repository with one commit. ``autograder``: also write Gradescope's bundle to that zip.
     """
     keep = _keep_rule(labs)
-    if repo is not None and not re.match(r"^https://[^\s\"']+$", repo):
-        raise ValueError(f"repo must be an https:// URL, got {repo!r}")
+    if repo is not None:
+        repo = check_repo_url(repo)
     root, dest = Path(root).resolve(), Path(dest).resolve()
     if (root / MARKER_FILE).exists():
         raise ValueError(f"{root} is already a student release; release from the instructor source")
@@ -169,6 +173,7 @@ def make_release(
             raise ValueError(f"dest={dest} already exists (pass force=True / --force to replace)")
         shutil.rmtree(dest)
     counts: dict[str, int] = {}
+    files_of: dict[str, set[str]] = {}  # task -> package files holding its stub
     for src in _source_files(root):
         rel = src.relative_to(root)
         if (rel.parts and rel.parts[0] in _SKIP_DIRS) or any(
@@ -185,6 +190,8 @@ def make_release(
         if target.suffix == ".py" and rel.parts[0] == "minitorch_dist" and src != _THIS:
             new, tasks = strip_solutions(target.read_text(), str(rel), keep)
             target.write_text(new)
+            for t in tasks:
+                files_of.setdefault(t, set()).add(rel.as_posix())
         elif target.suffix == ".ipynb":
             tasks = _strip_notebook(target, keep)
         else:
@@ -195,43 +202,16 @@ def make_release(
         "Student edition generated by `python -m minitorch_dist.release`.\n"
         "Tasks to implement: " + ", ".join(sorted(counts)) + "\n"
     )
+    chosen = sorted(set(labs)) if labs else sorted({t[:5] for t in counts})
+    manifest = write_manifest(dest, chosen, files_of)
     (dest / "README.md").write_text(student_readme(counts, labs, repo or SOURCE_REPO))
+    if commit:
+        commit_edition(dest, repo)
+    if autograder is not None:
+        from .autograder import write_bundle
+
+        write_bundle(root, dest, manifest, autograder)
     return dict(sorted(counts.items()))
-
-
-def student_readme(counts: dict[str, int], labs: Sequence[str] | None, repo: str) -> str:
-    """The edition's README: what a student does (the instructor's README stays behind)."""
-    chosen = sorted(set(labs)) if labs else sorted({task[:5] for task in counts})
-    tasks = [t for t in sorted(counts) if t[:5] in chosen]
-    name = repo.rstrip("/").rsplit("/", 1)[-1]
-    return f"""# Your edition of the course: {", ".join(chosen)}
-
-Your tasks: {", ".join(tasks)}. Each is a block in the package (`minitorch_dist/`) or in a lab
-notebook that raises `NotImplementedError("labNN.k: ...")`: replace the `raise` with your code.
-Signatures, docstrings and input checks are given; the chapters explain what to write.
-
-## Set up
-
-```bash
-git clone {repo} && cd {name}
-python3 -m venv .venv && .venv/bin/pip install -e ".[test]"
-```
-
-In Colab, each lab's first cell clones this edition (tests included) into `/content/course`
-and installs it in editable mode: edit the package there from the Files pane (your edits apply
-to the next cell you run) and grade with `!cd /content/course && python -m minitorch_dist.grade
---task lab05.1`.
-
-## Work and check
-
-- Open the lab notebook (`labs/labNN_*.ipynb`) and work through it: it shows what each task
-  must do and checks it on small inputs as you go.
-- Grade one task while you work: `python -m minitorch_dist.grade --task lab05.1`
-- Grade a whole lab: `python -m minitorch_dist.grade --labs lab05`. The score table comes first,
-  one line per failing test; `results.json` holds the details.
-- A test that waits on a collective fails after about ten seconds: a rank that never sends
-  (or receives a message of the wrong size) is named, with its own error.
-"""
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -244,15 +224,25 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--force", action="store_true", help="replace dest if it exists")
     parser.add_argument("--labs", help="this assignment's labs, e.g. lab05,lab06 (default: all)")
-    parser.add_argument("--repo", help="the edition's repository URL (install cells, links)")
+    parser.add_argument(
+        "--repo", help="the edition's repository URL: https, ssh or file (install cells, origin)"
+    )
+    parser.add_argument("--autograder", help="also write Gradescope's autograder zip here")
     args = parser.parse_args(argv)
     labs = [lab.strip() for lab in args.labs.split(",")] if args.labs else None
     try:
-        counts = make_release(args.source, args.dest, force=args.force, labs=labs, repo=args.repo)
+        counts = make_release(
+            args.source, args.dest, force=args.force, labs=labs, repo=args.repo,
+            autograder=args.autograder,
+        )  # fmt: skip
     except (ValueError, SolutionBlockError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    print(f"student edition written to {args.dest}")
+    print(f"student edition written to {args.dest} (a git repository, one commit on main)")
+    if args.repo:
+        print(f"  publish it: cd {args.dest} && git push -u origin main")
+    if args.autograder:
+        print(f"  Gradescope autograder: {args.autograder} (upload it as the assignment's zip)")
     for task, n in counts.items():
         print(f"  {task}: {n} block(s) stubbed")
     return 0

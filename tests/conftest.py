@@ -31,6 +31,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 # Tests of the course and book machinery rather than of what the chapters teach: marked ``course``
 # so that ``python -m minitorch_dist.make quick`` (``-m "not slow and not course"``) leaves them out.
 COURSE_MODULES = {
+    "test_autograder",
     "test_book_links",
     "test_browser_check",
     "test_course_book",
@@ -39,6 +40,7 @@ COURSE_MODULES = {
     "test_mutants",
     "test_notebooks",
     "test_release",
+    "test_student_install",
     "test_vendor",
 }
 

@@ -153,7 +153,32 @@ def test_a_collective_timeout_caps_the_wait(monkeypatch: pytest.MonkeyPatch) -> 
     with pytest.raises(RankTimeoutError) as info:
         launch(skip, 2, timeout=60)
     assert time.monotonic() - start < 2 + 3 + 5  # the cap, the grace for others, joining
-    assert "each collective within 2 s" in str(info.value)
+    assert "a collective timed out after 2 s" in str(info.value)
+    assert "timeout=60" not in str(info.value), "names a timeout that did not fire"
+    assert "Rank(s) [1] finished without sending or calling" in str(info.value)
+
+
+@pytest.mark.parametrize("batched", [False, True], ids=["recv", "batch_isend_irecv"])
+def test_a_receive_that_times_out_names_the_rank_that_never_sent(
+    monkeypatch: pytest.MonkeyPatch, batched: bool
+) -> None:
+    """Catches a deadlock report that names only the stuck rank: rank 2 waits for rank 0,
+    which never sends; the report names rank 0 (and not rank 1, which finished too)."""
+    monkeypatch.setenv(COLLECTIVE_TIMEOUT_ENV, "2")
+
+    def starve(rank: int, world_size: int) -> None:
+        t = torch.zeros(2)
+        if rank == 2 and batched:
+            for work in dist.batch_isend_irecv([dist.P2POp(dist.irecv, t, 0)]):
+                work.wait()
+        elif rank == 2:
+            dist.recv(t, src=0)
+
+    with pytest.raises(RankTimeoutError) as info:
+        launch(starve, 3, timeout=60)
+    message = str(info.value)
+    assert "Rank 0 never sent what rank(s) [2] waited to receive (it had finished)" in message
+    assert "Rank 1" not in message and "a collective timed out after 2 s" in message
 
 
 def test_two_launches_at_once_do_not_collide() -> None:

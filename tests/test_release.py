@@ -261,7 +261,8 @@ def test_one_assignment_grades_its_lab_zero_and_earlier_labs_full(
 @pytest.mark.parametrize(
     "kwargs, message",
     [({"labs": ["lab5"]}, "labs must be names like lab05"), ({"labs": []}, "labs must be"),
-     ({"repo": "git@github.com:x/y"}, "repo must be an https:// URL")],
+     ({"repo": "github.com/x/y"}, "repo must be an https://, ssh://"),
+     ({"repo": "http://example.org/y"}, "repo must be an https://, ssh://")],
 )  # fmt: skip
 def test_bad_release_arguments_are_value_errors(tmp_path: Path, kwargs: dict, message: str) -> None:
     with pytest.raises(ValueError, match=message):

