@@ -22,6 +22,7 @@ import time
 import pytest
 import torch
 import torch.distributed as dist
+import torch.nn.functional as F
 
 from minitorch_dist import launch
 from minitorch_dist.expert_parallel import (
@@ -57,8 +58,8 @@ PROBS = torch.tensor(
 @pytest.mark.lab10
 @pytest.mark.task("lab10.1")
 def test_top_k_route_held_example_with_ties():
-    """Catches weights not renormalised, experts in ascending order, and ties going to the
-    higher index (torch.topk makes no promise about ties; the route must be reproducible)."""
+    """Catches weights not renormalised, the softmax taken after the top-k (over the k chosen
+    logits only), experts in ascending order, and ties going to the higher index (torch.topk makes no promise about ties; the route must be reproducible)."""
     logits = torch.tensor([[1.0, 3.0, 3.0, 0.0], [2.0, 0.0, 1.0, 2.0]])
     weights, experts, probs = top_k_route(logits, 2)
     assert experts.tolist() == [[1, 2], [0, 3]]
@@ -73,6 +74,10 @@ def test_top_k_route_held_example_with_ties():
     p = torch.tensor([0.0, 1.0, 2.0, 3.0]).softmax(-1)
     torch.testing.assert_close(w3[0], p[[3, 2, 1]] / p[[3, 2, 1]].sum())
     raw, _, _ = top_k_route(torch.tensor([[0.0, 1.0, 2.0, 3.0]]), 3, normalize=False)
+    assert not torch.allclose(raw.sum(), torch.tensor(1.0)), (
+        f"with normalize=False the 3 weights {raw[0].tolist()} sum to 1: the softmax ran over "
+        "the k chosen logits (after the top-k); it runs over all E experts first, and the "
+        f"chosen probabilities {p[[3, 2, 1]].tolist()} are kept as they are (Switch)")  # fmt: skip
     torch.testing.assert_close(raw[0], p[[3, 2, 1]])
 
 
@@ -94,15 +99,20 @@ def test_top_k_route_softmax_in_fp32_and_bad_k():
 @pytest.mark.task("lab10.1")
 def test_switch_loss_held_example():
     """Switch: E * sum f_i P_i with top-1 fractions = 4 * (0.5*0.3 + 0.25*0.25 + 0.25*0.225).
-    Catches a missing factor E (0.26875), a mean over experts instead of the sum (0.26875), and
-    soft fractions f = P (4 * sum P_i^2 = 1.0225)."""
+    Catches a missing factor E (0.26875), a mean over experts instead of the sum (0.26875), soft
+    fractions f = P (4 * sum P_i^2 = 1.0225) and P from the chosen probabilities only (0.6)."""
     hand = 4 * (0.5 * 0.3 + 0.25 * 0.25 + 0 * 0.225 + 0.25 * 0.225)
     assert hand == pytest.approx(1.075)
     got = load_balancing_loss(PROBS, style="switch")
     assert got.shape == ()
+    # P from the chosen probabilities only (0.8, 0.4, 0, 0.4) / 4: E * sum f_i P_i = 0.6
+    top_k_probs = 4 * (0.5 * 0.2 + 0.25 * 0.1 + 0 * 0 + 0.25 * 0.1)
     assert got.item() == pytest.approx(hand, abs=1e-12), f"switch loss {got.item()}, not {hand}" + (
         ": the factor E (the number of experts, 4) is missing"
-        if got.item() == pytest.approx(hand / 4) else "")  # fmt: skip
+        if got.item() == pytest.approx(hand / 4) else
+        ": P_i was computed from the top-k probabilities only (each token's chosen experts); "
+        "P_i is the mean of expert i's probability over all tokens, chosen or not"
+        if got.item() == pytest.approx(top_k_probs) else "")  # fmt: skip
     # "switch" counts the first choice only, whatever top_k says
     assert load_balancing_loss(PROBS, top_k=2, style="switch").item() == pytest.approx(hand)
 
@@ -118,7 +128,11 @@ def test_topk_and_mixtral_losses_held_example():
     assert sum_cp == pytest.approx(0.51875)
     topk = load_balancing_loss(PROBS, top_k=2, style="topk").item()
     mixtral = load_balancing_loss(PROBS, top_k=2, style="mixtral").item()
-    assert topk == pytest.approx(4 / 2 * sum_cp, abs=1e-12)
+    # P from the chosen probabilities only: (1.1, 0.7, 0.6, 0.4) / 4, so E/k sum c_i P_i = 0.7875
+    assert topk == pytest.approx(4 / 2 * sum_cp, abs=1e-12), f"topk loss {topk}, not 1.0375" + (
+        ": P_i was computed from the top-k probabilities only (each token's chosen experts); "
+        "P_i is the mean of expert i's probability over all tokens, chosen or not"
+        if topk == pytest.approx(0.7875) else "")  # fmt: skip
     assert mixtral == pytest.approx(4 * sum_cp, abs=1e-12)
     assert mixtral == pytest.approx(2 * topk)
     # at k = 1 all three are Switch's
@@ -133,15 +147,20 @@ def test_losses_at_uniform_routing_and_their_gradient():
     only through P: d loss / d p_ti = E f_i / T (switch). Catches fractions computed from the
     probabilities (soft counts carry a gradient of their own) and a wrong style accepted."""
     probs = torch.full((8, 4), 0.25, dtype=torch.float64)
+    p = PROBS.clone().requires_grad_()
+    load_balancing_loss(p, style="switch").backward()
+    f = torch.tensor([0.5, 0.25, 0.0, 0.25], dtype=torch.float64)
+    top1 = F.one_hot(PROBS.argmax(-1), 4).bool()
+    assert not (p.grad[~top1 & (f > 0)] == 0).all(), (
+        "the loss has no gradient on the probabilities of the experts a token did not choose: "
+        "P_i was computed from the top-k probabilities only; P_i is the mean of expert i's "
+        "probability over all tokens, chosen or not (d loss / d p_ti = E f_i / T for every t)")  # fmt: skip
+    torch.testing.assert_close(p.grad, (4 * f / 4).expand(4, 4))
     # token t: (0.4, 0.3, 0.2, 0.1) rolled by t -- every expert is chosen equally, P_i = 1/4
     rolled = torch.stack([torch.roll(torch.tensor([0.4, 0.3, 0.2, 0.1]), t) for t in range(8)])
     for style, want in (("switch", 1.0), ("topk", 1.0), ("mixtral", 2.0)):
         got = load_balancing_loss(rolled.double(), top_k=2, style=style).item()
-        assert got == pytest.approx(want), style
-    p = PROBS.clone().requires_grad_()
-    load_balancing_loss(p, style="switch").backward()
-    f = torch.tensor([0.5, 0.25, 0.0, 0.25], dtype=torch.float64)
-    torch.testing.assert_close(p.grad, (4 * f / 4).expand(4, 4))
+        assert got == pytest.approx(want), f"{style} loss {got} at uniform routing, not {want}"
     with pytest.raises(ValueError, match="style must be one of switch, topk, mixtral"):
         load_balancing_loss(probs, style="gshard")
     with pytest.raises(ValueError, match="top_k=5 exceeds experts=4"):
@@ -187,7 +206,12 @@ def test_apply_capacity_held_example():
     assert max(kept) <= 2, (
         f"experts keep {kept} choices with capacity C = 2: a choice is kept only while fewer "
         "than C earlier choices went to its expert (position < C, not <= C)")  # fmt: skip
-    assert keep.tolist() == [[True, True], [True, True], [False, True], [False, False]]
+    assert not (keep[3, 0] and not keep[2, 1]), (
+        f"kept {keep.tolist()}: token 3's first choice was kept and token 2's second dropped, so "
+        "the queue was filled slot-major (every token's first choice before any second); it is "
+        "token-major: token 0's choices, then token 1's, ... first come, first served")  # fmt: skip
+    want = [[True, True], [True, True], [False, True], [False, False]]
+    assert keep.tolist() == want, f"kept {keep.tolist()}, not {want} (token order, then slot order)"
     assert apply_capacity(indices, 3, 0).sum() == 0
     assert apply_capacity(indices, 3, 4).all()
 
@@ -365,6 +389,39 @@ def test_ep_block_equals_single_process_block(n):
         for name, grad in out["grads"].items():
             torch.testing.assert_close(grad, full[name].grad, rtol=0, atol=EXACT,
                                        msg=lambda m, n=name, r=r: f"rank {r} {n}: {m}")  # fmt: skip
+
+
+class _FixedRouter(torch.nn.Module):
+    """Every token to experts 0 and 1, weights 1/2: the routing of the layout test."""
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        t = x.shape[0]
+        experts = torch.tensor([[0, 1]]).expand(t, 2)
+        return torch.full((t, 2), 0.5, dtype=x.dtype), experts, torch.full((t, 4), 0.25)
+
+
+def _layout_rank(rank: int, n: int) -> dict:
+    block, x, _ = _block_and_data()
+    layer = apply_expert_parallel(block, W)
+    layer.router = _FixedRouter()
+    layer(x.chunk(n)[rank])
+    return {"send": list(layer.last_send_splits), "recv": list(layer.last_recv_splits)}
+
+
+@pytest.mark.lab10
+@pytest.mark.task("lab10.4")
+def test_experts_are_laid_out_in_contiguous_blocks():
+    """Every token chooses experts 0 and 1, which rank 0 owns (E = 4, ep = 2: rank r owns
+    experts 2r and 2r + 1): every row goes to rank 0. Catches experts laid out e % ep (rank r
+    owning r, r + ep, ...), whose rows for expert 1 go to rank 1."""
+    n, per_rank = 2, TOKENS // 2 * 2  # each rank's 8 tokens, 2 choices each
+    for rank, out in enumerate(launch(_layout_rank, n)):
+        assert out["send"] == [per_rank, 0], (
+            f"rank {rank}: every token chose experts 0 and 1, which rank 0 owns, but the layer "
+            f"sent {out['send']} rows to ranks 0 and 1: rank r owns the contiguous experts "
+            "r E/ep ... (r + 1) E/ep - 1 (local_experts), not every ep-th one (e % ep); sort the "
+            "choices by expert and send expert e's rows to rank e // (E/ep)")  # fmt: skip
+        assert out["recv"] == ([per_rank] * n if rank == 0 else [0] * n), f"rank {rank}: {out}"
 
 
 @pytest.mark.lab10
