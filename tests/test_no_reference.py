@@ -47,6 +47,9 @@ _PUNCT = set("-+*/%@<>=!&|^~:;,.()[]{}") | {"**", "//", "==", "!=", "<=", ">=", 
 # (task, file): why the hit hands out no answer of the task (an idiom, a renaming line)
 KNOWN: dict[tuple[str, str], str] = {
     ("lab01.2", "minitorch_dist/recompute/attention.py"): "s, b, p = seq_len, ...: names only",
+    ("lab01.5", "labs/lab01_where_the_memory_goes.ipynb"): (
+        "the check evaluates predict at the student's answer and the next size; it does not search"
+    ),
     ("lab03.2", "minitorch_dist/precision/fp8.py"): "a loop over model.named_modules()",
     ("lab03.2", "minitorch_dist/recompute/op_level.py"): "a loop over model.named_modules()",
     ("lab04.1", "tests/test_recompute_op_level.py"): "loss.backward(); losses.append(...)",
@@ -68,11 +71,8 @@ KNOWN: dict[tuple[str, str], str] = {
 }
 # (task, file): found, judged to hand out part of an answer, not fixed yet (reported as xfail)
 OPEN: dict[tuple[str, str], str] = {
-    ("lab01.5", "labs/lab01_where_the_memory_goes.ipynb"): "a check cell calls predict(...)",
     ("lab02.1", "minitorch_dist/precision/formats.py"): "max_finite decodes 1.m * 2^(e-B)",
-    ("lab03.4", "tests/test_recompute.py"): "the test's expected bytes, computed",
     ("lab04.1", "minitorch_dist/accumulate/accumulate.py"): "a second loop of the same shape",
-    ("lab04.3", "tests/test_accumulate.py"): "the test computes the token weights",
     ("lab09.3", "minitorch_dist/pipeline/plots.py"): "the plot counts live micro-batches",
     ("lab11.1", "minitorch_dist/parallel3d/compare.py"): "the pitfall's norm over dp x cp",
     ("lab11.1", "minitorch_dist/tensor_parallel/model.py"): "tp's loop over the layers",
