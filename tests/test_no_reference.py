@@ -33,6 +33,10 @@ import pytest
 from minitorch_dist import release
 
 ROOT = Path(__file__).resolve().parent.parent
+pytestmark = pytest.mark.skipif(
+    (ROOT / release.MARKER_FILE).exists(),
+    reason="searches the instructor's source for its solutions",
+)
 LONG = 30  # a normalised line this long is distinctive on its own
 SHORT = 12  # shorter normalised lines are trivial (``return out``, ``k, v = kn, vn``)
 RUN = 18  # tokens of a rewrite
