@@ -36,6 +36,7 @@ from minitorch_dist.expert_parallel import (
     exchange_counts,
     expert_capacity,
     load_balancing_loss,
+    local_experts,
     top_k_route,
 )
 from minitorch_dist.expert_parallel.measure import compare_with_reference, measure_dispatch
@@ -343,7 +344,8 @@ def _ep_block_rank(rank: int, n: int) -> dict:
     y = layer(mine)
     ((y * g.chunk(n)[rank]).sum() / mine.shape[0]).backward()  # this rank's mean
     grads = {name: p.grad for name, p in layer.named_parameters() if p.grad is not None}
-    return {"y": y.detach(), "x_grad": mine.grad, "grads": grads}
+    return {"y": y.detach(), "x_grad": mine.grad, "grads": grads,
+            "send": list(layer.last_send_splits), "counts": layer.last_tokens_per_expert.tolist()}  # fmt: skip
 
 
 @pytest.mark.lab10
@@ -353,8 +355,15 @@ def test_ep_block_equals_single_process_block(n):
     """fp64, dropless, each rank its 1/n of the tokens: outputs, input gradients, the router's
     gradient (averaged over ranks) and each rank's experts' gradients equal the full block's.
     Catches outputs not unsorted (rows of the wrong tokens), gate weights applied twice or not
-    at all, experts cut from the wrong indices, and gradients not scaled by 1/n."""
+    at all, experts cut from the wrong indices or laid out e % ep, and gradients not scaled by
+    1/n."""
     outs = launch(_ep_block_rank, n)
+    for r, out in enumerate(outs):  # rank j gets the rows of the experts it owns
+        want = [sum(out["counts"][e] for e in local_experts(4, n, j)) for j in range(n)]
+        strided = [sum(out["counts"][j::n]) for j in range(n)]
+        assert out["send"] == want, f"rank {r} sent {out['send']} rows to the ranks, not {want}" + (
+            ": rank j owns the contiguous experts j E/ep ... (j + 1) E/ep - 1 (local_experts), "
+            "not every ep-th one (e % ep)" if out["send"] == strided else "")  # fmt: skip
     block, x, g = _block_and_data()
     x.requires_grad_()
     y = block(x)
