@@ -18,6 +18,7 @@ from mutants_common import Mutant
 from minitorch_dist.context_parallel.blocks import block_attention, block_attention_backward
 from minitorch_dist.context_parallel.layout import check_layout
 from minitorch_dist.context_parallel.ring import RingComm, _rank, _size, block_plan, pieces_of
+from minitorch_dist.models.moe_configs import check_top_k
 from minitorch_dist.pipeline.schedules import Action
 from minitorch_dist.tensor_parallel.functions import _all_reduce, _split, reduce_from_tp
 from minitorch_dist.tensor_parallel.layers import group_rank
@@ -48,6 +49,18 @@ def _column_interleaved(cls, linear, group, *, sp=False, enter_region=True, inde
     parts = t if parts is None else parts
     weight = linear.weight.detach()[index::parts].clone()  # every t-th row, not a block
     bias = linear.bias.detach()[index::parts].clone() if linear.bias is not None else None
+    return cls(weight, bias, group, in_features=linear.in_features,
+               out_features=linear.out_features, sp=sp, enter_region=enter_region)  # fmt: skip
+
+
+def _column_bias_whole(cls, linear, group, *, sp=False, enter_region=True, index=None,  # noqa: ANN001, ANN202
+                       parts=None):  # fmt: skip
+    index = group_rank(group) if index is None else index
+    parts = dist.get_world_size(group) if parts is None else parts
+    rows = linear.out_features // parts
+    keep = slice(index * rows, (index + 1) * rows)
+    weight = linear.weight.detach()[keep].clone()
+    bias = linear.bias.detach().clone() if linear.bias is not None else None  # whole, not sharded
     return cls(weight, bias, group, in_features=linear.in_features,
                out_features=linear.out_features, sp=sp, enter_region=enter_region)  # fmt: skip
 
@@ -94,6 +107,26 @@ def _cross_entropy_no_max(ctx, local_logits, target, group, vocab_size):  # noqa
         x = x.masked_fill(column >= vocab_size, float("-inf"))
     top = _all_reduce(x.max(dim=-1).values, group, dist.ReduceOp.MAX)  # computed, never used
     del top  # exp of the raw logits: overflows for large ones
+    mine = (target >= start) & (target < start + width)
+    local = torch.where(mine, target - start, 0)
+    picked = x.gather(-1, local.unsqueeze(-1)).squeeze(-1)
+    picked = _all_reduce(torch.where(mine, picked, 0.0), group)
+    exp = x.exp()
+    total = _all_reduce(exp.sum(dim=-1), group)
+    ctx.save_for_backward(exp.div_(total.unsqueeze(-1)), local, mine)
+    ctx.dtype = local_logits.dtype
+    return total.log() - picked
+
+
+@staticmethod
+def _cross_entropy_local_max(ctx, local_logits, target, group, vocab_size):  # noqa: ANN001, ANN205
+    x = _upcast(local_logits)
+    width = x.shape[-1]
+    start = group_rank(group) * width
+    if vocab_size is not None and start + width > vocab_size:
+        column = torch.arange(start, start + width, device=x.device)
+        x = x.masked_fill(column >= vocab_size, float("-inf"))
+    x = x - x.max(dim=-1, keepdim=True).values  # this rank's own max, never all-reduced
     mine = (target >= start) & (target < start + width)
     local = torch.where(mine, target - start, 0)
     picked = x.gather(-1, local.unsqueeze(-1)).squeeze(-1)
@@ -237,6 +270,17 @@ def _stage_forward_loss_not_divided(self, micro_batch, chunk, x, *, target=None,
     return out.detach()
 
 
+def _stage_forward_input_not_a_leaf(self, micro_batch, chunk, x, *, target=None, loss_fn=None,  # noqa: ANN001, ANN202
+                                    micro_batches=1):  # fmt: skip
+    out = self.chunks[chunk](x)  # the received activation used as it is: not a leaf with grad
+    if self.is_last(chunk):
+        if target is None or loss_fn is None:
+            raise ValueError(f"stage {self.stage(chunk)} is the last: it needs target and loss_fn")
+        out = loss_fn(out, target) / micro_batches
+    self._saved[(micro_batch, chunk)] = (x, out)
+    return out.detach()
+
+
 # -- lab09.2: 1F1B --------------------------------------------------------------------------------
 def _one_f_one_b_warmup_p_minus_r(rank, pp, m, v):  # noqa: ANN001, ANN202
     warmup = min(pp - rank, m)  # one warm-up forward too many
@@ -317,6 +361,25 @@ def _loss_without_e(router_probs, *, top_k=1, style="switch"):  # noqa: ANN001, 
     return loss / top_k if style == "topk" else loss
 
 
+def _top_k_softmax_after(logits, k, *, normalize=True):  # noqa: ANN001, ANN202
+    check_top_k(k, logits.shape[-1])
+    x = logits.to(torch.promote_types(logits.dtype, torch.float32))
+    experts = torch.sort(x, dim=-1, descending=True, stable=True).indices[:, :k]
+    weights = x.gather(-1, experts).softmax(-1)  # the softmax over the k chosen logits only
+    return weights, experts, x.softmax(-1)
+
+
+def _loss_from_top_k_probs(router_probs, *, top_k=1, style="switch"):  # noqa: ANN001, ANN202
+    experts = router_probs.shape[-1]
+    k = 1 if style == "switch" else top_k
+    chosen = torch.topk(router_probs.detach(), k, dim=-1).indices
+    mask = F.one_hot(chosen, experts).sum(1).to(router_probs.dtype)
+    share = mask.mean(0)
+    mean_probs = (router_probs * mask).mean(0)  # only the chosen experts' probabilities
+    loss = experts * (share * mean_probs).sum()
+    return loss / top_k if style == "topk" else loss
+
+
 # -- lab10.2: capacity ----------------------------------------------------------------------------
 def _capacity_floor(tokens, experts, capacity_factor=1.0, *, top_k=1, min_capacity=0):  # noqa: ANN001, ANN202
     cf = Fraction(repr(float(capacity_factor)))
@@ -327,6 +390,12 @@ def _capacity_keeps_one_more(expert_indices, experts, capacity):  # noqa: ANN001
     onehot = F.one_hot(expert_indices.reshape(-1), experts)
     position = (onehot.cumsum(0) * onehot).sum(-1) - 1
     return (position <= capacity).view_as(expert_indices)  # <= keeps C + 1
+
+
+def _capacity_slot_major(expert_indices, experts, capacity):  # noqa: ANN001, ANN202
+    onehot = F.one_hot(expert_indices.t().reshape(-1), experts)  # all first choices, then seconds
+    position = (onehot.cumsum(0) * onehot).sum(-1) - 1
+    return (position < capacity).view(expert_indices.shape[1], -1).t()
 
 
 # -- lab10.3: the counts' exchange ----------------------------------------------------------------
@@ -352,6 +421,25 @@ def _dropless_not_unsorted(self, flat, indices):  # noqa: ANN001, ANN202
     return ep_layer.combine(self._run_local(rows, local_ids), send, recv, self.group)  # sorted
 
 
+def _dropless_experts_strided(self, flat, indices):  # noqa: ANN001, ANN202
+    ep_layer = importlib.import_module("minitorch_dist.expert_parallel.layer")
+
+    k, per = indices.shape[1], self.cfg.experts // self.ep
+    choices = indices.reshape(-1)
+    key = (choices % self.ep) * per + choices // self.ep  # expert e on rank e % ep
+    order = torch.sort(key, stable=True).indices
+    x_sorted = flat[order // k]
+    counts = torch.bincount(key, minlength=self.cfg.experts)
+    received = ep_layer.exchange_counts(counts, self.group).view(self.ep, per)
+    send = counts.view(self.ep, per).sum(1).tolist()
+    recv = received.sum(1).tolist()
+    self.last_send_splits, self.last_recv_splits = send, recv
+    rows = ep_layer.dispatch(x_sorted, send, recv, self.group)
+    local_ids = torch.repeat_interleave(torch.arange(per).repeat(self.ep), received.reshape(-1))
+    y_sorted = ep_layer.combine(self._run_local(rows, local_ids), send, recv, self.group)
+    return y_sorted[torch.argsort(order)]
+
+
 MUTANTS_LABS07_10: list[Mutant] = [
     Mutant("lab07.1", "f-backward-no-all-reduce",
            "minitorch_dist.tensor_parallel.functions:CopyToTP.backward", _f_backward_identity,
@@ -365,12 +453,18 @@ MUTANTS_LABS07_10: list[Mutant] = [
     Mutant("lab07.2", "column-rows-interleaved",
            "minitorch_dist.tensor_parallel.layers:ColumnParallelLinear.from_linear",
            classmethod(_column_interleaved), r"every t-th row of the weight \(interleaved\)"),
+    Mutant("lab07.2", "column-bias-not-sharded",
+           "minitorch_dist.tensor_parallel.layers:ColumnParallelLinear.from_linear",
+           classmethod(_column_bias_whole), r"bias of a column-parallel linear must be sharded"),
     Mutant("lab07.3", "kv-copies-grads-not-summed",
            "minitorch_dist.tensor_parallel.model:parallelize_block",
            _parallelize_block_kv_copies_not_summed, r"copies of a kv head"),
     Mutant("lab07.4", "no-max-subtracted",
            "minitorch_dist.tensor_parallel.vocab:VocabParallelCrossEntropy.forward",
            _cross_entropy_no_max, r"subtract the all-reduced max"),
+    Mutant("lab07.4", "max-not-all-reduced",
+           "minitorch_dist.tensor_parallel.vocab:VocabParallelCrossEntropy.forward",
+           _cross_entropy_local_max, r"each rank subtracted its own max"),
     Mutant("lab07.4", "offset-of-the-unpadded-vocabulary",
            "minitorch_dist.tensor_parallel.vocab:VocabParallelCrossEntropy.forward",
            _cross_entropy_unpadded_offset, r"read from the wrong column"),
@@ -396,6 +490,8 @@ MUTANTS_LABS07_10: list[Mutant] = [
     Mutant("lab09.1", "loss-not-divided-by-m",
            "minitorch_dist.pipeline.stage:PipelineStage.forward",
            _stage_forward_loss_not_divided, r"not divided by the number of micro-batches"),
+    Mutant("lab09.1", "input-not-a-leaf", "minitorch_dist.pipeline.stage:PipelineStage.forward",
+           _stage_forward_input_not_a_leaf, r"must be made a leaf that requires grad"),
     Mutant("lab09.2", "warmup-p-minus-r", "minitorch_dist.pipeline.schedules:_one_f_one_b",
            _one_f_one_b_warmup_p_minus_r, r"warm-up forwards .* p - r - 1"),
     Mutant("lab09.3", "start-ignores-arrival", "minitorch_dist.pipeline.simulate:simulate",
@@ -407,14 +503,26 @@ MUTANTS_LABS07_10: list[Mutant] = [
     Mutant("lab10.1", "loss-without-e",
            "minitorch_dist.expert_parallel.router:load_balancing_loss", _loss_without_e,
            r"factor E"),
+    Mutant("lab10.1", "softmax-after-top-k",
+           "minitorch_dist.expert_parallel.router:top_k_route", _top_k_softmax_after,
+           r"softmax ran over the k chosen logits"),
+    Mutant("lab10.1", "loss-from-top-k-probabilities",
+           "minitorch_dist.expert_parallel.router:load_balancing_loss", _loss_from_top_k_probs,
+           r"P_i was computed from the top-k probabilities only"),
     Mutant("lab10.2", "capacity-floor", "minitorch_dist.expert_parallel.capacity:expert_capacity",
            _capacity_floor, r"ceil\(T k cf / E\), not floor"),
     Mutant("lab10.2", "keeps-c-plus-1", "minitorch_dist.expert_parallel.capacity:apply_capacity",
            _capacity_keeps_one_more, r"position < C, not <= C"),
+    Mutant("lab10.2", "queue-slot-major",
+           "minitorch_dist.expert_parallel.capacity:apply_capacity", _capacity_slot_major,
+           r"filled slot-major .* token-major"),
     Mutant("lab10.3", "counts-not-exchanged",
            "minitorch_dist.expert_parallel.dispatch:exchange_counts", _counts_not_exchanged,
            r"counts were not exchanged"),
     Mutant("lab10.4", "outputs-not-unsorted",
            "minitorch_dist.expert_parallel.layer:ExpertParallelMoE._dropless",
            _dropless_not_unsorted, r"left sorted by expert: they were not put back"),
+    Mutant("lab10.4", "experts-strided-e-mod-ep",
+           "minitorch_dist.expert_parallel.layer:ExpertParallelMoE._dropless",
+           _dropless_experts_strided, r"not every ep-th one \(e % ep\)"),
 ]  # fmt: skip

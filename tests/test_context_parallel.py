@@ -7,9 +7,10 @@ the tiny Llama with cp = 2 with the single-process reference (:mod:`minitorch_di
 Bytes counted by ``CommCounter`` equal the formulas of ``context_parallel.cost`` exactly; a work
 counter reproduces the contiguous layout's 4r + 2 and the zig-zag's 2cp.
 
-The tests of each task reach that task's code first: lab08.2's tests run the forward with a
-reference merge written here and lay out their inputs with this file's own index arithmetic
-(not lab08.1's merge or lab08.4's layout); lab08.3's tests call the backward with the output
+The tests of each task reach that task's code first: lab08.2's tests lay out their inputs with
+the stored zig-zag half-chunks of tests/fixtures/zigzag.json (not lab08.4's layout) and merge
+with lab08.1's ``merge_partials`` (a stub there is reported as "needs lab08.1 first": no test
+computes the merge itself); lab08.3's tests call the backward with the output
 and lse of full attention (not lab08.2's forward). Only the end-to-end tests need several:
 ``test_ring_attention_end_to_end`` (lab08.3) needs lab08.1-3, and the tiny Llama's tests need
 lab08.1-3 (contiguous, graded lab08.3) and lab08.4 too (zig-zag, graded lab08.4).
@@ -17,7 +18,9 @@ lab08.1-3 (contiguous, graded lab08.3) and lab08.4 too (zig-zag, graded lab08.4)
 
 from __future__ import annotations
 
+import json
 import math
+from pathlib import Path
 
 import pytest
 import torch
@@ -55,26 +58,18 @@ LAYOUTS = ["contiguous", "zigzag"]
 CPS = [2, 4]
 
 
-# -- helpers written here, independent of the package's solutions ---------------------------------
+# -- helpers: stored values, or the student's own code --------------------------------------------
+_ZIGZAG = json.loads((Path(__file__).parent / "fixtures" / "zigzag.json").read_text())
+
+
 def _layout(x: torch.Tensor, rank: int, cp: int, layout: str, dim: int = 2) -> torch.Tensor:
-    """This rank's shard by plain index arithmetic (the tests of lab08.2/3 must not depend on
-    lab08.4's shard_sequence)."""
-    n = x.shape[dim]
+    """This rank's shard, from the stored zig-zag half-chunks of each rank
+    (tests/fixtures/zigzag.json): the tests of lab08.2/3 must not depend on lab08.4's
+    shard_sequence, and the edition must not compute lab08.4's answer."""
     if layout == "contiguous":
-        idx = torch.arange(rank * n // cp, (rank + 1) * n // cp)
-    else:
-        c = n // (2 * cp)
-        idx = torch.cat([torch.arange(rank * c, (rank + 1) * c),
-                         torch.arange((2 * cp - 1 - rank) * c, (2 * cp - rank) * c)])  # fmt: skip
-    return x.index_select(dim, idx)
-
-
-def _reference_merge(out_a, lse_a, out_b, lse_b):  # noqa: ANN001, ANN202
-    """A merge written the slow, obvious way (no shortcuts): the lab08.2 tests use it."""
-    lse = torch.logaddexp(lse_a, lse_b)
-    safe = torch.where(torch.isinf(lse), torch.zeros_like(lse), lse)
-    wa, wb = torch.exp(lse_a - safe)[..., None], torch.exp(lse_b - safe)[..., None]
-    return wa * out_a + wb * out_b, lse
+        return x.chunk(cp, dim=dim)[rank].clone()
+    pieces = x.chunk(2 * cp, dim=dim)
+    return torch.cat([pieces[i] for i in _ZIGZAG[str(cp)][rank]], dim=dim)
 
 
 def _inputs(seed: int = 0, b: int = 2, heads: int = 4, kv_heads: int = 2, s: int = 16, d: int = 8):
@@ -185,7 +180,7 @@ def _forward_rank(rank: int, cp: int, layout: str) -> dict:
     wrong = _layout(_masked_everywhere(q, k, v, cp, layout), rank, cp, layout)
     mine = [_layout(t, rank, cp, layout) for t in (q, k, v)]
     with CommCounter() as cc:
-        out, lse = ring_attention_forward(*mine, layout=layout, merge=_reference_merge)
+        out, lse = ring_attention_forward(*mine, layout=layout, merge=merge_partials)
     return {"out": (out, _layout(want_out, rank, cp, layout)),
             "lse": (lse, _layout(want_lse, rank, cp, layout)), "masked everywhere": wrong,
             "bytes": cc.total_bytes_sent, "calls": dict(cc.calls),
@@ -228,7 +223,7 @@ def _work_rank(rank: int, cp: int, layout: str) -> float:
     q, k, v, _ = _inputs(b=1, heads=1, kv_heads=1, s=4 * cp, d=4)
     work = WorkCounter()
     ring_attention_forward(*(_layout(t, rank, cp, layout) for t in (q, k, v)), layout=layout,
-                           merge=_reference_merge, work=work)  # fmt: skip
+                           merge=merge_partials, work=work)  # fmt: skip
     return work.units
 
 

@@ -9,10 +9,10 @@ with MoE blocks trained with ep = 2 and 4 against its reference through
 :mod:`minitorch_dist.reference`, and the bytes counted from the real split sizes against
 ``all_to_all_bytes`` under exactly uniform routing (lab10.4).
 
-Independence: lab10.4's tests run the layer on this file's own dispatch and combine
-(:func:`_reference_all_to_all`, patched into ``expert_parallel.layer``), so they fail on
-lab10.4's stub, not on lab10.3's; the single-process reference uses ``models.moe``'s own router
-and capacity, not the lab's. Each test's docstring names the wrong answer it catches.
+No test computes a task's answer itself (a student edition would ship it): lab10.4's tests run
+the layer on the lab's own dispatch and combine (lab10.3), and the single-process ``MoEBlock``
+routes with the lab's router and capacity (lab10.1 and lab10.2); a stub there is reported as
+"needs lab10.3 first". Each test's docstring names the wrong answer it catches.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ import time
 import pytest
 import torch
 import torch.distributed as dist
+import torch.nn.functional as F
 
 from minitorch_dist import launch
 from minitorch_dist.expert_parallel import (
@@ -35,9 +36,9 @@ from minitorch_dist.expert_parallel import (
     exchange_counts,
     expert_capacity,
     load_balancing_loss,
+    local_experts,
     top_k_route,
 )
-from minitorch_dist.expert_parallel import layer as ep_layer
 from minitorch_dist.expert_parallel.measure import compare_with_reference, measure_dispatch
 from minitorch_dist.models.moe import MoEBlock, MoEConfig
 
@@ -58,8 +59,8 @@ PROBS = torch.tensor(
 @pytest.mark.lab10
 @pytest.mark.task("lab10.1")
 def test_top_k_route_held_example_with_ties():
-    """Catches weights not renormalised, experts in ascending order, and ties going to the
-    higher index (torch.topk makes no promise about ties; the route must be reproducible)."""
+    """Catches weights not renormalised, the softmax taken after the top-k (over the k chosen
+    logits only), experts in ascending order, and ties going to the higher index (torch.topk makes no promise about ties; the route must be reproducible)."""
     logits = torch.tensor([[1.0, 3.0, 3.0, 0.0], [2.0, 0.0, 1.0, 2.0]])
     weights, experts, probs = top_k_route(logits, 2)
     assert experts.tolist() == [[1, 2], [0, 3]]
@@ -74,6 +75,10 @@ def test_top_k_route_held_example_with_ties():
     p = torch.tensor([0.0, 1.0, 2.0, 3.0]).softmax(-1)
     torch.testing.assert_close(w3[0], p[[3, 2, 1]] / p[[3, 2, 1]].sum())
     raw, _, _ = top_k_route(torch.tensor([[0.0, 1.0, 2.0, 3.0]]), 3, normalize=False)
+    assert not torch.allclose(raw.sum(), torch.tensor(1.0)), (
+        f"with normalize=False the 3 weights {raw[0].tolist()} sum to 1: the softmax ran over "
+        "the k chosen logits (after the top-k); it runs over all E experts first, and the "
+        f"chosen probabilities {p[[3, 2, 1]].tolist()} are kept as they are (Switch)")  # fmt: skip
     torch.testing.assert_close(raw[0], p[[3, 2, 1]])
 
 
@@ -95,15 +100,20 @@ def test_top_k_route_softmax_in_fp32_and_bad_k():
 @pytest.mark.task("lab10.1")
 def test_switch_loss_held_example():
     """Switch: E * sum f_i P_i with top-1 fractions = 4 * (0.5*0.3 + 0.25*0.25 + 0.25*0.225).
-    Catches a missing factor E (0.26875), a mean over experts instead of the sum (0.26875), and
-    soft fractions f = P (4 * sum P_i^2 = 1.0225)."""
+    Catches a missing factor E (0.26875), a mean over experts instead of the sum (0.26875), soft
+    fractions f = P (4 * sum P_i^2 = 1.0225) and P from the chosen probabilities only (0.6)."""
     hand = 4 * (0.5 * 0.3 + 0.25 * 0.25 + 0 * 0.225 + 0.25 * 0.225)
     assert hand == pytest.approx(1.075)
     got = load_balancing_loss(PROBS, style="switch")
     assert got.shape == ()
+    # P from the chosen probabilities only (0.8, 0.4, 0, 0.4) / 4: E * sum f_i P_i = 0.6
+    top_k_probs = 4 * (0.5 * 0.2 + 0.25 * 0.1 + 0 * 0 + 0.25 * 0.1)
     assert got.item() == pytest.approx(hand, abs=1e-12), f"switch loss {got.item()}, not {hand}" + (
         ": the factor E (the number of experts, 4) is missing"
-        if got.item() == pytest.approx(hand / 4) else "")  # fmt: skip
+        if got.item() == pytest.approx(hand / 4) else
+        ": P_i was computed from the top-k probabilities only (each token's chosen experts); "
+        "P_i is the mean of expert i's probability over all tokens, chosen or not"
+        if got.item() == pytest.approx(top_k_probs) else "")  # fmt: skip
     # "switch" counts the first choice only, whatever top_k says
     assert load_balancing_loss(PROBS, top_k=2, style="switch").item() == pytest.approx(hand)
 
@@ -119,7 +129,11 @@ def test_topk_and_mixtral_losses_held_example():
     assert sum_cp == pytest.approx(0.51875)
     topk = load_balancing_loss(PROBS, top_k=2, style="topk").item()
     mixtral = load_balancing_loss(PROBS, top_k=2, style="mixtral").item()
-    assert topk == pytest.approx(4 / 2 * sum_cp, abs=1e-12)
+    # P from the chosen probabilities only: (1.1, 0.7, 0.6, 0.4) / 4, so E/k sum c_i P_i = 0.7875
+    assert topk == pytest.approx(4 / 2 * sum_cp, abs=1e-12), f"topk loss {topk}, not 1.0375" + (
+        ": P_i was computed from the top-k probabilities only (each token's chosen experts); "
+        "P_i is the mean of expert i's probability over all tokens, chosen or not"
+        if topk == pytest.approx(0.7875) else "")  # fmt: skip
     assert mixtral == pytest.approx(4 * sum_cp, abs=1e-12)
     assert mixtral == pytest.approx(2 * topk)
     # at k = 1 all three are Switch's
@@ -134,15 +148,20 @@ def test_losses_at_uniform_routing_and_their_gradient():
     only through P: d loss / d p_ti = E f_i / T (switch). Catches fractions computed from the
     probabilities (soft counts carry a gradient of their own) and a wrong style accepted."""
     probs = torch.full((8, 4), 0.25, dtype=torch.float64)
+    p = PROBS.clone().requires_grad_()
+    load_balancing_loss(p, style="switch").backward()
+    f = torch.tensor([0.5, 0.25, 0.0, 0.25], dtype=torch.float64)
+    top1 = F.one_hot(PROBS.argmax(-1), 4).bool()
+    assert not (p.grad[~top1 & (f > 0)] == 0).all(), (
+        "the loss has no gradient on the probabilities of the experts a token did not choose: "
+        "P_i was computed from the top-k probabilities only; P_i is the mean of expert i's "
+        "probability over all tokens, chosen or not (d loss / d p_ti = E f_i / T for every t)")  # fmt: skip
+    torch.testing.assert_close(p.grad, (4 * f / 4).expand(4, 4))
     # token t: (0.4, 0.3, 0.2, 0.1) rolled by t -- every expert is chosen equally, P_i = 1/4
     rolled = torch.stack([torch.roll(torch.tensor([0.4, 0.3, 0.2, 0.1]), t) for t in range(8)])
     for style, want in (("switch", 1.0), ("topk", 1.0), ("mixtral", 2.0)):
         got = load_balancing_loss(rolled.double(), top_k=2, style=style).item()
-        assert got == pytest.approx(want), style
-    p = PROBS.clone().requires_grad_()
-    load_balancing_loss(p, style="switch").backward()
-    f = torch.tensor([0.5, 0.25, 0.0, 0.25], dtype=torch.float64)
-    torch.testing.assert_close(p.grad, (4 * f / 4).expand(4, 4))
+        assert got == pytest.approx(want), f"{style} loss {got} at uniform routing, not {want}"
     with pytest.raises(ValueError, match="style must be one of switch, topk, mixtral"):
         load_balancing_loss(probs, style="gshard")
     with pytest.raises(ValueError, match="top_k=5 exceeds experts=4"):
@@ -188,7 +207,12 @@ def test_apply_capacity_held_example():
     assert max(kept) <= 2, (
         f"experts keep {kept} choices with capacity C = 2: a choice is kept only while fewer "
         "than C earlier choices went to its expert (position < C, not <= C)")  # fmt: skip
-    assert keep.tolist() == [[True, True], [True, True], [False, True], [False, False]]
+    assert not (keep[3, 0] and not keep[2, 1]), (
+        f"kept {keep.tolist()}: token 3's first choice was kept and token 2's second dropped, so "
+        "the queue was filled slot-major (every token's first choice before any second); it is "
+        "token-major: token 0's choices, then token 1's, ... first come, first served")  # fmt: skip
+    want = [[True, True], [True, True], [False, True], [False, False]]
+    assert keep.tolist() == want, f"kept {keep.tolist()}, not {want} (token order, then slot order)"
     assert apply_capacity(indices, 3, 0).sum() == 0
     assert apply_capacity(indices, 3, 4).all()
 
@@ -299,37 +323,6 @@ def test_disagreeing_splits_fail_fast_with_a_clear_error():
 
 
 # -- lab10.4: the expert-parallel MoE layer -----------------------------------------------------
-def _reference_all_to_all(x: torch.Tensor, send: list, recv: list, group) -> torch.Tensor:  # noqa: ANN001
-    class _A2A(torch.autograd.Function):
-        @staticmethod
-        def forward(ctx, t):  # noqa: ANN001, ANN205
-            out = t.new_empty((sum(recv), *t.shape[1:]))
-            dist.all_to_all_single(out, t.contiguous(), list(recv), list(send), group=group)
-            return out
-
-        @staticmethod
-        def backward(ctx, g):  # noqa: ANN001, ANN205
-            out = g.new_empty((sum(send), *g.shape[1:]))
-            dist.all_to_all_single(out, g.contiguous(), list(send), list(recv), group=group)
-            return out
-
-    return _A2A.apply(x)
-
-
-def _reference_counts(counts: torch.Tensor, group) -> torch.Tensor:  # noqa: ANN001
-    out = torch.empty_like(counts)
-    dist.all_to_all_single(out, counts.contiguous(), group=group)
-    return out
-
-
-@pytest.fixture
-def reference_dispatch(monkeypatch):
-    """lab10.4 runs on this file's dispatch and combine, not on the lab's lab10.3 code."""
-    monkeypatch.setattr(ep_layer, "exchange_counts", _reference_counts)
-    monkeypatch.setattr(ep_layer, "dispatch", lambda x, s, r, g: _reference_all_to_all(x, s, r, g))
-    monkeypatch.setattr(ep_layer, "combine", lambda y, s, r, g: _reference_all_to_all(y, r, s, g))
-
-
 CFG = MoEConfig(experts=4, top_k=2, expert_ffn=12)
 TOKENS, HIDDEN = 16, 8
 
@@ -351,18 +344,26 @@ def _ep_block_rank(rank: int, n: int) -> dict:
     y = layer(mine)
     ((y * g.chunk(n)[rank]).sum() / mine.shape[0]).backward()  # this rank's mean
     grads = {name: p.grad for name, p in layer.named_parameters() if p.grad is not None}
-    return {"y": y.detach(), "x_grad": mine.grad, "grads": grads}
+    return {"y": y.detach(), "x_grad": mine.grad, "grads": grads,
+            "send": list(layer.last_send_splits), "counts": layer.last_tokens_per_expert.tolist()}  # fmt: skip
 
 
 @pytest.mark.lab10
 @pytest.mark.task("lab10.4")
 @pytest.mark.parametrize("n", [2, 4])
-def test_ep_block_equals_single_process_block(n, reference_dispatch):
+def test_ep_block_equals_single_process_block(n):
     """fp64, dropless, each rank its 1/n of the tokens: outputs, input gradients, the router's
     gradient (averaged over ranks) and each rank's experts' gradients equal the full block's.
     Catches outputs not unsorted (rows of the wrong tokens), gate weights applied twice or not
-    at all, experts cut from the wrong indices, and gradients not scaled by 1/n."""
+    at all, experts cut from the wrong indices or laid out e % ep, and gradients not scaled by
+    1/n."""
     outs = launch(_ep_block_rank, n)
+    for r, out in enumerate(outs):  # rank j gets the rows of the experts it owns
+        want = [sum(out["counts"][e] for e in local_experts(4, n, j)) for j in range(n)]
+        strided = [sum(out["counts"][j::n]) for j in range(n)]
+        assert out["send"] == want, f"rank {r} sent {out['send']} rows to the ranks, not {want}" + (
+            ": rank j owns the contiguous experts j E/ep ... (j + 1) E/ep - 1 (local_experts), "
+            "not every ep-th one (e % ep)" if out["send"] == strided else "")  # fmt: skip
     block, x, g = _block_and_data()
     x.requires_grad_()
     y = block(x)
@@ -399,10 +400,43 @@ def test_ep_block_equals_single_process_block(n, reference_dispatch):
                                        msg=lambda m, n=name, r=r: f"rank {r} {n}: {m}")  # fmt: skip
 
 
+class _FixedRouter(torch.nn.Module):
+    """Every token to experts 0 and 1, weights 1/2: the routing of the layout test."""
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        t = x.shape[0]
+        experts = torch.tensor([[0, 1]]).expand(t, 2)
+        return torch.full((t, 2), 0.5, dtype=x.dtype), experts, torch.full((t, 4), 0.25)
+
+
+def _layout_rank(rank: int, n: int) -> dict:
+    block, x, _ = _block_and_data()
+    layer = apply_expert_parallel(block, W)
+    layer.router = _FixedRouter()
+    layer(x.chunk(n)[rank])
+    return {"send": list(layer.last_send_splits), "recv": list(layer.last_recv_splits)}
+
+
+@pytest.mark.lab10
+@pytest.mark.task("lab10.4")
+def test_experts_are_laid_out_in_contiguous_blocks():
+    """Every token chooses experts 0 and 1, which rank 0 owns (E = 4, ep = 2: rank r owns
+    experts 2r and 2r + 1): every row goes to rank 0. Catches experts laid out e % ep (rank r
+    owning r, r + ep, ...), whose rows for expert 1 go to rank 1."""
+    n, per_rank = 2, TOKENS // 2 * 2  # each rank's 8 tokens, 2 choices each
+    for rank, out in enumerate(launch(_layout_rank, n)):
+        assert out["send"] == [per_rank, 0], (
+            f"rank {rank}: every token chose experts 0 and 1, which rank 0 owns, but the layer "
+            f"sent {out['send']} rows to ranks 0 and 1: rank r owns the contiguous experts "
+            "r E/ep ... (r + 1) E/ep - 1 (local_experts), not every ep-th one (e % ep); sort the "
+            "choices by expert and send expert e's rows to rank e // (E/ep)")  # fmt: skip
+        assert out["recv"] == ([per_rank] * n if rank == 0 else [0] * n), f"rank {rank}: {out}"
+
+
 @pytest.mark.lab10
 @pytest.mark.task("lab10.4")
 @pytest.mark.parametrize("ep", [2, 4])
-def test_tiny_llama_with_moe_trains_like_its_reference(ep, reference_dispatch):
+def test_tiny_llama_with_moe_trains_like_its_reference(ep):
     """The tiny Llama with MoE blocks, 3 AdamW steps in fp64 on ep ranks (data-parallel rows,
     experts split) against one process through minitorch_dist.reference: losses, outputs, every
     held gradient and weight to 1e-10, every parameter held by some rank."""
@@ -415,7 +449,7 @@ def test_tiny_llama_with_moe_trains_like_its_reference(ep, reference_dispatch):
 @pytest.mark.lab10
 @pytest.mark.task("lab10.4")
 @pytest.mark.parametrize("ep", [2, 4])
-def test_bytes_from_split_sizes_equal_the_formula_under_uniform_routing(ep, reference_dispatch):
+def test_bytes_from_split_sizes_equal_the_formula_under_uniform_routing(ep):
     """Exactly uniform routing (token t to experts t, t+1 mod E; 64 tokens per rank): the bytes
     each rank sends, counted from the layer's real split sizes, are T k h (ep-1)/ep per dispatch
     and per combine, four of them per step (also as CommCounter books them). Catches splits
@@ -528,8 +562,8 @@ def test_aux_loss_statistics_are_per_batch_they_see():
 
 
 def test_the_lab_router_and_capacity_agree_with_the_models_reference():
-    """models.moe keeps its own routing and capacity (the reference never runs lab code): the
-    lab's top_k_route / expert_capacity / apply_capacity must agree with them, ties included."""
+    """models.moe's names for the routing and the capacity (route, slots_for, capacity_keep)
+    call the lab's top_k_route / expert_capacity / apply_capacity: they agree, ties included."""
     from minitorch_dist.models.moe import capacity_keep, route, slots_for
 
     gen = torch.Generator().manual_seed(0)

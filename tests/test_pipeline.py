@@ -6,11 +6,16 @@ gradient of the first step and every weight after two SGD steps, on 2 and 4 rank
 runtime measured (live micro-batches per stage, p2p bytes per peer) against the closed forms,
 and the simulator's makespan against the bubble formulas. The tests of each task reach that
 task's code first: lab09.1's run the given GPipe schedule, lab09.3's simulate hand-written or
-test-built action lists, so that each fails on its own stub in the student release. Each
-docstring names the bug the test catches.
+stored action lists (tests/fixtures/schedules.json), so that each fails on its own stub in the
+student release and no test computes another task's answer. Each docstring names the bug the
+test catches.
 """
 
 from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
 
 import pytest
 import torch
@@ -42,37 +47,29 @@ from minitorch_dist.reference import make_batches, reference_run
 F64 = 8
 
 
-# -- independent generators (written here from the papers, not imported) ----------------------
+# -- the schedules' expected lists, stored (tests/fixtures/make_fixtures.py writes them) -------
+_SCHEDULES = json.loads((Path(__file__).parent / "fixtures" / "schedules.json").read_text())
+_ACTION = re.compile(r"^([FBW])(\d+)(?:\.(\d+))?$")
+
+
+def _actions(lists: list[list[str]]) -> list[list[Action]]:
+    """Stored names to actions: "F3" -> Action("F", 3), "B2.1" -> Action("B", 2, 1)."""
+    out = []
+    for names in lists:
+        parts = [_ACTION.match(name).groups() for name in names]
+        out.append([Action(op, int(mb), int(chunk or 0)) for op, mb, chunk in parts])
+    return out
+
+
 def one_f_one_b(p: int, m: int) -> Schedule:
-    """1F1B (Narayanan et al. 2021, 2.2.1): rank r runs p - r - 1 forwards before its first
-    backward; then one forward and one backward in turn."""
-    lists = []
-    for r in range(p):
-        order, f, b = [], 0, 0
-        while b < m:
-            if f < m and (f < p - r or f - b < p - r):  # keep p - r alive at most
-                order.append(Action("F", f))
-                f += 1
-                if f - b < p - r and f < m:
-                    continue
-            order.append(Action("B", b))
-            b += 1
-        lists.append(order)
-    return Schedule("1f1b", p, m, 1, lists)
+    """1F1B (Narayanan et al. 2021, 2.2.1) as stored: rank r runs p - r - 1 forwards before its
+    first backward, then one forward and one backward in turn."""
+    return Schedule("1f1b", p, m, 1, _actions(_SCHEDULES["1f1b"][f"{p},{m}"]))
 
 
 def megatron_interleaved(p: int, m: int, v: int) -> list[list[Action]]:
-    """Megatron-LM's interleaved order, from its get_model_chunk_id and warm-up count."""
-    out = []
-    for r in range(p):
-        fwd = [Action("F", (k // (p * v)) * p + k % p, (k % (p * v)) // p) for k in range(m * v)]
-        bwd = [Action("B", a.micro_batch, v - 1 - a.chunk) for a in fwd]
-        warm = min((p - r - 1) * 2 + (v - 1) * p, m * v)
-        order = fwd[:warm]
-        for i in range(m * v - warm):
-            order += [fwd[warm + i], bwd[i]]
-        out.append(order + bwd[m * v - warm :])
-    return out
+    """Megatron-LM's interleaved order (its get_model_chunk_id and warm-up count), as stored."""
+    return _actions(_SCHEDULES["interleaved"][f"{p},{m},{v}"])
 
 
 # -- lab09.1: a stage, on the given GPipe schedule ---------------------------------------------
@@ -171,7 +168,7 @@ def test_schedule_matches_one_process(kind, pp, m, v):
 @pytest.mark.parametrize(("pp", "m"), [(4, 8), (4, 2), (2, 1)])
 def test_1f1b_lists_and_measured_peak(pp, m):
     """Catches a warm-up off by one (p - r forwards, or p - r - 2): the lists equal 1F1B's
-    built here independently, and the runtime measures min(p - r, m) micro-batches alive on
+    stored in tests/fixtures/schedules.json, and the runtime measures min(p - r, m) micro-batches alive on
     rank r."""
     schedule = make_schedule("1f1b", pp, m)
     for r, actions in enumerate(schedule.actions):
@@ -229,8 +226,8 @@ def test_gpipe_makespan_is_the_bubble_formula(pp, m, tf, tb):
 @pytest.mark.task("lab09.3")
 @pytest.mark.parametrize(("pp", "m"), [(4, 8), (4, 2), (3, 7)])
 def test_1f1b_makespan_and_peak_in_the_simulator(pp, m):
-    """Catches a simulator that frees activations at the wrong action: on 1F1B lists built
-    here, the makespan is GPipe's and min(p - r, m) micro-batches are alive on rank r."""
+    """Catches a simulator that frees activations at the wrong action: on stored 1F1B lists,
+    the makespan is GPipe's and min(p - r, m) micro-batches are alive on rank r."""
     result = simulate(one_f_one_b(pp, m))
     assert result.makespan == pytest.approx(3 * (m + pp - 1))
     assert result.peak_in_flight == [min(pp - r, m) for r in range(pp)]

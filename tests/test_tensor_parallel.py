@@ -107,13 +107,19 @@ def _mlp(rank: int, world_size: int) -> dict:
     x = torch.randn(3, 5, 8, dtype=torch.float64)
     col = ColumnParallelLinear.from_linear(up, W)
     row = RowParallelLinear.from_linear(down, W)
+    t, r = world_size, rank
+    lo, hi = r * 12 // t, (r + 1) * 12 // t
+    assert col.bias is not None and col.bias.shape == (12 // t,), (
+        f"rank {r}: the column-parallel bias has shape {tuple(col.bias.shape)}, not "
+        f"({12 // t},): the bias of a column-parallel linear must be sharded like its output "
+        f"columns: rank {r} holds bias[{lo}:{hi}], the entries of the rows of the weight it keeps"
+    )
     xs = x.clone().requires_grad_()
     ys = row(torch.tanh(col(xs)))  # (3, 5, 6), whole on every rank
     ys.pow(2).sum().backward()
     xf = x.clone().requires_grad_()
     yf = down(torch.tanh(up(xf)))
     yf.pow(2).sum().backward()
-    t, r = world_size, rank
     pairs = {
         "output": (ys, yf), "input grad": (xs.grad, xf.grad),
         "col weight": (col.weight, up.weight.chunk(t)[r]),
@@ -134,8 +140,8 @@ def _mlp(rank: int, world_size: int) -> dict:
 @pytest.mark.task("lab07.2")
 @pytest.mark.parametrize("tp", [2, 4])
 def test_column_then_row_parallel_mlp_equals_the_full_layers(tp):
-    """Catches interleaved instead of contiguous slices, the row bias added on every rank (t
-    times), a missing reduce, and gradients that are not the matching slice of the full one."""
+    """Catches interleaved instead of contiguous slices, the column bias kept whole (not sharded
+    with the output columns), the row bias added on every rank (t times), a missing reduce, and gradients that are not the matching slice of the full one."""
     for rank, pairs in enumerate(launch(_mlp, tp)):
         assert not torch.equal(pairs["col weight"][0], pairs.pop("interleaved")), (
             f"rank {rank} kept every t-th row of the weight (interleaved): a column-parallel "
@@ -232,9 +238,18 @@ def _vocab(rank: int, world_size: int, vocab: int, multiple: int) -> dict:
     spiked = vocab_parallel_cross_entropy(spike.chunk(t, dim=-1)[r], target, W, vocab_size=vocab)
     spike_want = F.cross_entropy(spike[..., :vocab].reshape(-1, vocab), target.reshape(-1),
                                  reduction="none").view(3, 4)  # fmt: skip
+    # the same largest logit (6) on every rank that holds a real column: a max that was not
+    # all-reduced gives the right loss here and a wrong one on the spike
+    level = torch.randn(3, 4, vp, dtype=torch.float64)
+    width = vp // t
+    level[..., [c * width for c in range(t) if c * width < vocab]] = 6.0
+    leveled = vocab_parallel_cross_entropy(level.chunk(t, dim=-1)[r], target, W, vocab_size=vocab)
+    level_want = F.cross_entropy(level[..., :vocab].reshape(-1, vocab), target.reshape(-1),
+                                 reduction="none").view(3, 4)  # fmt: skip
     return {"embedding": (out.detach(), full.detach()), "embedding grad": (ours.weight.grad, grad),
             "loss": (loss.detach(), want.view(3, 4).detach()),
-            "logit grad": (local.grad, logit_grad), "calls": cc.calls, "shifted": shifted, "spiked": (spiked, spike_want),
+            "logit grad": (local.grad, logit_grad), "calls": cc.calls, "shifted": shifted,
+            "spiked": (spiked, spike_want), "leveled": (leveled, level_want),
             "bytes": cc.total_bytes_sent}  # fmt: skip
 
 
@@ -246,12 +261,24 @@ def test_vocab_parallel_embedding_and_cross_entropy(tp, vocab, multiple):
     """Embedding rows, their gradients (padded rows: zero) and the per-token loss and logit
     gradients against nn.Embedding and F.cross_entropy; three all-reduces of b x s numbers.
     Catches padded logits not masked (their junk values change the loss), ids of other ranks not
-    zeroed, a target logit summed from every rank, and rows cut from the unpadded table."""
+    zeroed, a target logit summed from every rank, rows cut from the unpadded table, and a max
+    that was not all-reduced (each rank subtracting its own)."""
     for rank, out in enumerate(launch(_vocab, tp, vocab, multiple)):
-        assert out.pop("calls") == {"all_reduce": 3}, f"rank {rank}"
-        assert out.pop("bytes") == 3 * collective_bytes("all_reduce", 3 * 4 * 8, tp)
+        calls = out.pop("calls")
         spiked, spike_want = out.pop("spiked")
+        leveled, level_want = out.pop("leveled")
         vp = padded_vocab_size(vocab, tp, multiple)
+        close = lambda a, b: torch.allclose(a, b, rtol=1e-9, atol=1e-9)  # noqa: E731
+        assert not (close(leveled, level_want) and not close(spiked, spike_want)), (
+            f"rank {rank}: the loss is right when every rank's largest logit is the same and "
+            f"wrong (up to {spiked.max().item():.3g}, not {spike_want.max().item():.3g}) when "
+            "one rank holds a larger one: each rank subtracted its own max; the max must be "
+            "all-reduced (ReduceOp.MAX) over the group first, so that every rank subtracts the "
+            "same number from its logits")  # fmt: skip
+        assert calls == {"all_reduce": 3}, (
+            f"rank {rank}: the collectives were {dict(calls)}, not three all-reduces of b x s "
+            "numbers: the max logit (MAX), the sum of exponentials and the target logit")  # fmt: skip
+        assert out.pop("bytes") == 3 * collective_bytes("all_reduce", 3 * 4 * 8, tp)
         assert torch.allclose(spiked, spike_want, rtol=1e-9, atol=1e-9), (
             f"rank {rank}: with each target's logit 50 above the others the loss is up to "
             f"{spiked.max().item():.3g}, not {spike_want.max().item():.3g}: the target logit was "

@@ -5,7 +5,8 @@ this way, Dubey et al. 2024, section 3.3.2): gather every rank's keys and values
 locally. Simple, the same forward bytes as the ring, but every rank stores all ``s`` keys and
 values for backward -- ``cp`` times the ring's. Its backward reduce-scatters dK and dV. The local
 attention here walks the gathered K/V block by block, as the ring does, so that the two differ
-only in where the K/V blocks come from.
+only in where the K/V blocks come from. Those loops are the ring's own (tasks lab08.2 and lab08.3):
+they sit in the same tasks' solution blocks, so a student edition stubs them with the ring.
 
 Ulysses (Jacobs et al. 2023, "DeepSpeed Ulysses", section 3): an all-to-all turns "all heads,
 s/cp tokens" into "H/cp heads, all s tokens", attention runs whole on those heads, and a second
@@ -64,6 +65,7 @@ class _AllGatherAttention(torch.autograd.Function):
                 layout: str) -> torch.Tensor:  # fmt: skip
         cp, rank = _size(group), _rank(group)
         k_all, v_all = _gather_seq(k, group), _gather_seq(v, group)  # (cp, b, KV, s/cp, d)
+        # BEGIN SOLUTION lab08.2: the ring's block loop, on the gathered K/V of each rank in turn
         qs, out = pieces_of(q, layout), [None] * (1 if layout == "contiguous" else 2)
         for src in range(cp):
             ks, vs = pieces_of(k_all[src], layout), pieces_of(v_all[src], layout)
@@ -71,6 +73,7 @@ class _AllGatherAttention(torch.autograd.Function):
                 part = block_attention(qs[i], ks[j], vs[j], causal=kind == "diagonal")
                 out[i] = part if out[i] is None else merge_partials(*out[i], *part)
         o, lse = torch.cat([x for x, _ in out], dim=2), torch.cat([x for _, x in out], dim=2)
+        # END SOLUTION
         ctx.save_for_backward(q, k_all, v_all, o, lse)  # all s keys and values stay
         ctx.group, ctx.layout = group, layout
         return o
@@ -79,6 +82,7 @@ class _AllGatherAttention(torch.autograd.Function):
     def backward(ctx: Any, dout: torch.Tensor) -> tuple[Any, ...]:
         q, k_all, v_all, o, lse = ctx.saved_tensors
         cp, rank, layout = _size(ctx.group), _rank(ctx.group), ctx.layout
+        # BEGIN SOLUTION lab08.3: the ring's backward block loop, on the gathered K/V
         delta = (dout * o).sum(-1)
         qs, dos, lses, deltas = (pieces_of(t, layout) for t in (q, dout, lse, delta))
         dq = [torch.zeros_like(x) for x in qs]
@@ -92,6 +96,7 @@ class _AllGatherAttention(torch.autograd.Function):
                 dq[i] += g[0]
                 dks[j].add_(g[1])
                 dvs[j].add_(g[2])
+        # END SOLUTION
         dk = _reduce_scatter_seq(dk_all, ctx.group)  # each owner gets the sum of the shares
         dv = _reduce_scatter_seq(dv_all, ctx.group)
         return torch.cat(dq, dim=2), dk, dv, None, None

@@ -121,8 +121,10 @@ class ExpertParallelMoE(nn.Module):
         keep = apply_capacity(indices, E, c)  # (T, k)
         self.last_keep = keep
         choices = indices.reshape(-1)  # (T*k,)
+        # BEGIN SOLUTION lab10.2: each choice's place in its expert's queue, as apply_capacity
         onehot = F.one_hot(choices, E)
         position = (onehot.cumsum(0) * onehot).sum(-1) - 1  # place in its expert's queue
+        # END SOLUTION
         kept = torch.nonzero(keep.reshape(-1), as_tuple=True)[0]
         slot = choices * c + position  # row of the (E * C, h) buffer
         buffer = flat.new_zeros(E * c, self.hidden).index_copy(0, slot[kept], flat[kept // k])

@@ -140,6 +140,13 @@ def run_schedule(
                 pending = [Message(out.contiguous(), stage.next_rank, mb, s + 1, "activation")]
         elif action.op == "B":
             dx = stage.backward(mb, c, buf, weights=not split)
+            if dx is None and not stage.is_first(c):
+                raise RuntimeError(
+                    f"stage {s} (rank {rank}): the backward of micro-batch {mb} gave no gradient "
+                    "for its input, so there is none to send back: the activation received from "
+                    "the previous stage must be made a leaf that requires grad "
+                    "(x.detach().requires_grad_()) before the forward, and its .grad returned"
+                )
             if split:
                 held[(mb, c)] = buf
             if not stage.is_first(c):

@@ -266,8 +266,7 @@ def round_to_format(x: torch.Tensor, fmt: str | FloatFormat | torch.dtype) -> to
     x = torch.as_tensor(x, dtype=torch.float64)
     quantum = spacing(x, f)  # (n,)
     y = torch.round(x / quantum) * quantum  # torch.round ties to even
-    _, e, m = _largest_finite(f)
-    largest = math.ldexp(2**f.mantissa_bits + m, e - f.bias - f.mantissa_bits)  # 1.m * 2^(e-B)
+    largest = decode(_largest_finite(f), f)  # the largest finite value (lab02.1's decode)
     over = y.abs() > largest
     past = largest if f.saturate else (math.inf if f.has_inf else math.nan)
     y = torch.where(over, torch.sign(y) * past, y)
