@@ -24,10 +24,15 @@ buffers, the CUDA context, allocator fragmentation.
 
 from __future__ import annotations
 
+from minitorch_dist.checks import check_choice
+
 from .config import ParallelConfig, micro_batches
+from .exact import exact_rank_memory
 from .memo import activation_bytes, model_state_bytes, split_layers  # memoised, same numbers
 
-__all__ = ["fits", "in_flight", "peak_memory", "rank_memory"]
+__all__ = ["ACTIVATIONS", "fits", "in_flight", "peak_memory", "rank_memory"]
+
+ACTIVATIONS = ("korthikanti", "exact")  # the textbook count, or what the package's code stores
 
 
 def in_flight(pp: int, v: int, m: int, stage: int) -> float:
@@ -50,9 +55,15 @@ def rank_memory(
     seq_len: int,
     global_batch: int,
     stage: int = 0,  # noqa: ANN001
+    activations: str = "korthikanti",
 ) -> dict[str, int]:
     """Bytes on one rank of pipeline stage ``stage``: ``params``, ``grads``, ``optimizer``,
-    ``activations``, ``logits`` and their ``total`` on the device; ``cpu``, what offload moved."""
+    ``activations``, ``logits`` and their ``total`` on the device; ``cpu``, what offload moved.
+    ``activations="exact"``: what the package's code holds (:mod:`.exact`), not Korthikanti's."""
+    check_choice("activations", activations, ACTIVATIONS)
+    if activations == "exact":
+        return exact_rank_memory(model, config, seq_len=seq_len, global_batch=global_batch,
+                                 stage=stage)  # fmt: skip
     c = config
     llama = model.llama
     dense, expert = model.params_per_rank(tp=c.tp, pp=c.pp, ep=c.ep, stage=stage)
@@ -78,12 +89,17 @@ def rank_memory(
 
 
 def peak_memory(
-    model, config: ParallelConfig, *, seq_len: int, global_batch: int
-) -> dict[str, int]:  # noqa: ANN001
+    model,
+    config: ParallelConfig,
+    *,
+    seq_len: int,
+    global_batch: int,  # noqa: ANN001
+    activations: str = "korthikanti",
+) -> dict[str, int]:
     """:func:`rank_memory` of the fuller of the first and last stages, with its ``stage``."""
     stages = sorted({0, config.pp - 1})
-    parts = [rank_memory(model, config, seq_len=seq_len, global_batch=global_batch, stage=s)
-             for s in stages]  # fmt: skip
+    parts = [rank_memory(model, config, seq_len=seq_len, global_batch=global_batch, stage=s,
+                         activations=activations) for s in stages]  # fmt: skip
     best = max(range(len(stages)), key=lambda i: (parts[i]["total"], -stages[i]))
     return {**parts[best], "stage": stages[best]}
 
