@@ -66,4 +66,9 @@ DIGESTS = {
             "0b9fb7f9d99639953ec6bb42d4f3b27fd875ec7002ba7d77940d1fcf92badd1d",
         ],
     },
+    "lab11.9": {
+        "digits": None,
+        "names": [],
+        "digests": ["6c6c9469c035ee048d0c9cb293165adfc36cd31913e24bf22100a66e36e645af"],
+    },
 }

@@ -20,6 +20,7 @@ from minitorch_dist.comm import collective_bytes
 from minitorch_dist.comm.cost import bus_bandwidth, collective_time
 from minitorch_dist.memory import model_state_bytes, predict
 from minitorch_dist.models import Llama, LlamaConfig
+from minitorch_dist.planner import ParallelConfig, as_model, rank_memory
 from minitorch_dist.zero.measure import zero_comm_bytes
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -77,6 +78,15 @@ def reference() -> dict[str, Answer]:
             (offload["params"] + offload["grads"] + offload["optimizer"], offload["cpu"]),
             names=("answer_3_device", "answer_3_cpu"),
         ),
+        "lab11.9": Answer(
+            rank_memory(
+                as_model("tiny"),
+                ParallelConfig(dp=2, tp=2, sp=True, zero=1, recompute="selective"),
+                seq_len=64,
+                global_batch=2,
+                activations="exact",
+            )["logits"]
+        ),
     }
 
 
@@ -106,6 +116,7 @@ def test_the_reference_answers_by_hand() -> None:
     assert REFERENCE["lab06.5"].value == 3 * 511 * 2 * psi_70b // 512
     shard = -(-psi_7b // 8)
     assert REFERENCE["lab06.7"].value == (2 * psi_7b + 2 * shard, 12 * shard)
+    assert REFERENCE["lab11.9"].value == (4 + 4 + 4 + 2) * 64 * 256 // 2  # fp32 x 3, bf16
 
 
 def test_the_right_answers_pass_as_a_student_computes_them() -> None:
@@ -139,6 +150,9 @@ def _wrong_answers() -> list[tuple[str, object, str]]:
         ("lab06.5", 3 * 2 * _psi("llama-3-70b"), "n / n instead of (n - 1) / n"),
         ("lab06.5", value["lab06.5"] * (1 + 1e-9), "a few hundred bytes off"),
         ("lab06.7", (2 * psi_70b, value["lab06.7"][1]), "the wrong model"),
+        ("lab11.9", 4 * 64 * 256 // 2, "the textbook's fp32 log-probabilities only"),
+        ("lab11.9", 14 * 64 * 256, "the whole vocabulary, not the rank's V_p / t"),
+        ("lab11.9", 8 * 64 * 256 // 2, "without the clone and the bf16 copy"),
     ]
 
 
