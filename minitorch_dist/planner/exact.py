@@ -80,18 +80,21 @@ def exact_activation_bytes(llama, config: ParallelConfig, *, seq_len: int, moe=N
 
 
 def _states(model, c: ParallelConfig, stage: int) -> tuple[dict[str, int], int]:  # noqa: ANN001
-    """Model states as the code keeps them, and the extra bytes of the optimizer step."""
+    """Model states as the code keeps them (``fp32``: the elements whose fp32 master, m and v
+    offload would move), and the extra bytes of the optimizer step."""
     dense, expert = model.params_per_rank(tp=c.tp, pp=c.pp, ep=c.ep, stage=stage)
     if c.zero == 3:  # apply_zero3, bf16 compute: fp32 shard + its bf16 copy, fp32 grad, m, v
         shard = -(-(dense + expert) // c.dp)
-        return {"params": 6 * shard, "grads": 4 * shard, "optimizer": 8 * shard}, 0
+        return {"params": 6 * shard, "grads": 4 * shard, "optimizer": 8 * shard, "fp32": shard}, 0
     psi = dense + expert
     if c.zero == 0:  # MixedPrecisionOptimizer: fp32 master, m, v of everything
-        return {"params": 2 * psi, "grads": 2 * psi, "optimizer": 12 * psi}, 4 * psi
+        return {"params": 2 * psi, "grads": 2 * psi, "optimizer": 12 * psi, "fp32": psi}, 4 * psi
     shard = -(-dense // (c.dp * c.cp)) + -(-expert // (c.dp // c.ep * c.cp))
     # ZeRO-1 (build_3d) over dp x cp: fp32 master, m, v and the clipping mask (bf16) of the
-    # shard; the step's gradient norm holds the squared shard and its masked copy in fp64
-    return {"params": 2 * psi, "grads": 2 * psi, "optimizer": 14 * shard}, 16 * shard
+    # shard; the step's gradient norm holds the squared shard and its masked copy in fp64.
+    # ZeRO-2 keeps a bf16 gradient shard (chapter 6's closed form: build_3d has no stage 2)
+    grads = 2 * shard if c.zero == 2 else 2 * psi
+    return {"params": 2 * psi, "grads": grads, "optimizer": 14 * shard, "fp32": shard}, 16 * shard
 
 
 def exact_rank_memory(
@@ -142,7 +145,16 @@ def exact_rank_memory(
         whole = exact_activation_bytes(llama, ParallelConfig(**{**_fields(c), "recompute": "none"}),
                                        seq_len=seq_len)  # fmt: skip
         moment = activations + max(logits, whole)
+    fp32 = states.pop("fp32")
+    cpu = 0
+    if c.offload:  # ZeRO-Offload (chapter 6's closed form): fp32 master, m, v in CPU memory
+        cpu = 12 * fp32
+        if c.zero == 3:  # the master is the fp32 shard itself
+            states["params"] -= 4 * fp32
+            states["optimizer"] -= 8 * fp32
+        else:
+            states["optimizer"] -= 12 * fp32
     out = {**states, "activations": activations, "logits": logits}
     out["total"] = sum(states.values()) + max(moment, step)
-    out["cpu"] = 0
+    out["cpu"] = cpu
     return out
