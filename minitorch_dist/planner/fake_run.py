@@ -9,7 +9,8 @@ integers), and :func:`measure_step` (a warm-up step, then one step under the mem
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
@@ -41,7 +42,8 @@ class RealIntegers(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001
         kwargs = kwargs or {}
-        if func is torch.ops.aten._local_scalar_dense.default and isinstance(args[0], FakeTensor):
+        scalar = func is torch.ops.aten._local_scalar_dense.default
+        if scalar and isinstance(args[0], FakeTensor) and args[0].is_floating_point():
             return 0.0  # a fake loss's value (the runtime logs it): there is none
         tensors = [t for t in tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor)]
         real = bool(tensors) and not any(isinstance(t, FakeTensor) for t in tensors)
@@ -62,21 +64,14 @@ def tokens(micro_batch: int, tokens: int) -> tuple[torch.Tensor, torch.Tensor]:
     return seq, seq.clone()
 
 
-def uniform_routing(model: torch.nn.Module) -> None:
-    """Round-robin expert choices (real integers) after each router; symmetric count exchange."""
+@contextlib.contextmanager
+def uniform_routing(model: torch.nn.Module) -> Iterator[None]:
+    """Inside the block: round-robin expert choices (real integers) after each router of
+    ``model``, and a count exchange that returns what a peer routing like this rank sends."""
     from minitorch_dist.expert_parallel import layer as ep_layer
 
-    for module in model.modules():
-        if isinstance(module, ep_layer.ExpertParallelMoE):
-            forward, experts = module.router.forward, module.cfg.experts
-
-            def routed(flat: torch.Tensor, _forward=forward, _e=experts):  # noqa: ANN001, ANN202
-                weights, indices, probs = _forward(flat)  # the router runs (its activations)
-                with unset_fake_temporarily():
-                    uniform = (torch.arange(indices.numel()) % _e).view(indices.shape)
-                return weights, uniform, probs
-
-            module.router.forward = routed
+    routers = [m.router for m in model.modules() if isinstance(m, ep_layer.ExpertParallelMoE)]
+    experts = {id(r): r.experts for r in routers}
     original = ep_layer.exchange_counts
 
     def exchange(counts: torch.Tensor, group: object = None) -> torch.Tensor:
@@ -84,7 +79,23 @@ def uniform_routing(model: torch.nn.Module) -> None:
         n, me = dist.get_world_size(group), dist.get_rank(group)
         return counts.view(n, -1)[me].repeat(n)  # what peers routing like this rank send here
 
+    for router in routers:
+        forward, e = router.forward, experts[id(router)]
+
+        def routed(flat: torch.Tensor, _forward=forward, _e=e):  # noqa: ANN001, ANN202
+            weights, indices, probs = _forward(flat)  # the router runs (its activations)
+            with unset_fake_temporarily():
+                uniform = (torch.arange(indices.numel()) % _e).view(indices.shape)
+            return weights, uniform, probs
+
+        router.forward = routed
     ep_layer.exchange_counts = exchange
+    try:
+        yield
+    finally:
+        ep_layer.exchange_counts = original
+        for router in routers:
+            del router.forward  # the class's forward again
 
 
 def measure_step(step: Callable[[], None], model: torch.nn.Module, opt: Any, *, zero: bool) -> dict:

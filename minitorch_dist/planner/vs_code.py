@@ -52,7 +52,7 @@ def reduced(preset: str, layers: int) -> LlamaConfig | tuple:
     return dataclasses.replace(LlamaConfig.from_preset(preset), layers=layers)
 
 
-def _run_grid(lay: Layout, cfg: LlamaConfig, pp_index: int, world: int) -> dict:
+def _run_grid(lay: Layout, cfg: LlamaConfig, pp_index: int) -> dict:
     """build_3d's composition (pipeline stage(s), tp/sp, ring attention, ZeRO-1) for one rank."""
     from minitorch_dist.context_parallel import ContextParallelCore
     from minitorch_dist.models import split_layers
@@ -159,7 +159,6 @@ def _run_ep(lay: Layout, cfg: LlamaConfig, moe: object) -> dict:
         torch.set_default_dtype(previous)
     apply_torch_checkpointing(model, c.recompute)
     apply_expert_parallel(model, grid.group("ep"))
-    uniform_routing(model)
     trainable = [p for p in model.parameters() if p.requires_grad]
     opt = MixedAdam([{"params": trainable, "lr": 1e-4}])
     batch = tokens(c.micro_batch, lay.seq_len)
@@ -169,14 +168,21 @@ def _run_ep(lay: Layout, cfg: LlamaConfig, moe: object) -> dict:
         cross_entropy(model(batch[0]), batch[1]).backward()
         opt.step()
 
-    return measure_step(step, model, opt, zero=False)
+    with uniform_routing(model):
+        return measure_step(step, model, opt, zero=False)
 
 
 def measure(lay: Layout, pp_index: int) -> dict:
-    """Rank 0 of pipeline stage ``pp_index`` of ``lay``, one step on fake tensors: peak bytes."""
+    """Rank 0 of pipeline stage ``pp_index`` of ``lay``, one step on fake tensors: ``peak``
+    (bytes), ``parts`` (the tracker's categories at the peak) and ``seconds``. This process
+    joins torch's fake process group as that rank for the call (ValueError if one exists)."""
     from torch.testing._internal.distributed.fake_pg import FakeStore  # registers "fake"
 
+    if dist.is_initialized():
+        raise ValueError("a process group is already initialised in this process")
     c = lay.config
+    if not 0 <= pp_index < c.pp:
+        raise ValueError(f"pp_index must be in [0, {c.pp}), got {pp_index}")
     world = c.dp * c.tp * c.pp * c.cp
     model = reduced(lay.preset, lay.layers)
     dp = c.dp // c.ep  # ep ranks taken from the dp ones (the grid's ep axis)
@@ -191,7 +197,7 @@ def measure(lay: Layout, pp_index: int) -> dict:
             elif c.zero == 3:
                 out = _run_zero3(lay, model)
             else:
-                out = _run_grid(lay, model, pp_index, world)
+                out = _run_grid(lay, model, pp_index)
     finally:
         dist.destroy_process_group()
     out["seconds"] = time.perf_counter() - start
@@ -199,6 +205,8 @@ def measure(lay: Layout, pp_index: int) -> dict:
 
 
 def predict(lay: Layout, stage: int, activations: str) -> int:
+    """The planner's bytes for the rank :func:`measure` runs: ``rank_memory(...)["total"]`` of
+    the same (reduced) model, ``global_batch`` = the micro-batches run on every replica."""
     model = as_model(reduced(lay.preset, lay.layers))
     gb = lay.micro_batches * lay.config.dp * lay.config.micro_batch
     kw = {"seq_len": lay.seq_len, "global_batch": gb, "activations": activations}
