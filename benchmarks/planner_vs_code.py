@@ -83,8 +83,8 @@ LAYOUTS = [
     _layout("llama-3-8b", 8192, 2, 1, True, dp=2, tp=8, cp=2, sp=True, zero=1, recompute="none"),
     # ZeRO-3 over 8 data-parallel ranks
     _layout("llama-3-8b", 8192, 2, 1, True, dp=8, zero=3, recompute="full"),
-    # expert parallelism (Mixtral 8x7B, 8 experts over 8 ranks)
-    _layout("mixtral-8x7b", 4096, 2, 1, True, dp=8, ep=8, zero=0, recompute="selective"),
+    # expert parallelism (Mixtral 8x7B at its 32k context, 8 experts over 8 ranks)
+    _layout("mixtral-8x7b", 32768, 2, 1, True, dp=8, ep=8, zero=0, recompute="selective"),
 ]
 # fmt: on
 
