@@ -19,27 +19,29 @@ What runs (the chapter's composition, :func:`minitorch_dist.parallel3d.build_3d`
   interleaved schedule over ``v`` chunks per rank), with its in-flight micro-batches;
 - ZeRO-3: :func:`~minitorch_dist.zero.apply_zero3` with bf16 compute over an fp32 model, Adam over
   the shards;
-
 - expert parallelism: :func:`~minitorch_dist.expert_parallel.apply_expert_parallel` (dropless
   all-to-all dispatch) on Mixtral 8x7B, a mixed-precision Adam over every parameter (ZeRO-0).
 
 One warm-up step runs first (untracked), so the optimizer states exist; the second step is
 measured, gradients accumulating into the buffers of the first (``zero_grad(set_to_none=False)``,
-as Megatron-LM's ``main_grad`` buffers do).
+as Megatron-LM's ``main_grad`` buffers do; :func:`~minitorch_dist.parallel3d.train_step` zeroes
+with ``set_to_none=True``, so its backward allocates every gradient again beside ZeRO's flat
+buffer, 2 bytes per parameter by the end of backward that a real framework does not hold).
 
 Substitutes, because fake tensors carry no values:
 
 - a loss's value (``loss.item()``, which the pipeline runtime logs) reads 0.0;
 - expert routing: the router runs, but its expert indices are replaced by a round-robin choice
   made of real integers (a balanced router, the planner's assumption), and operators whose
-  inputs are all real run for real (:class:`RealIntegers`), so the dispatch's split sizes exist;
+  inputs are all real run for real (:class:`~minitorch_dist.planner.fake_run.RealIntegers`), so the dispatch's split sizes exist;
   the count exchange returns what a peer routing like this rank sends. The token rows go
   through the package's all-to-all dispatch and combine.
 
 Layer counts are reduced where the per-layer pattern is exact (every layer stores the same bytes,
 a pipeline stage holds ``L / p`` of them): the table gives the layers run. The planner is asked
-about the same reduced model, with ``activations="exact"`` (what it ranks with) and
-``"korthikanti"`` (the textbook count), and the last line is the bound the exact count holds:
+about the same reduced model, with ``activations="exact"`` (what the package's code stores) and
+``"korthikanti"`` (the textbook count, what it ranks with by default), and the last line is the
+bound the exact count holds:
 
     python benchmarks/planner_vs_code.py --quick        # a subset covering every axis
     python benchmarks/planner_vs_code.py --out benchmarks/results/cpu-2core_planner_vs_code.md
