@@ -14,8 +14,9 @@ the two against the code on fake tensors, chapter 11 shows the table):
   layer (dropless, expert-parallel, a balanced router): the router's fp32 input, the ``T k``
   rows each rank's experts receive, their SwiGLU tensors, the combined rows and the small
   routing tensors;
-- per micro-batch and chunk: the received input, RoPE's tables for the rank's tokens, the token
-  ids on the first stage; on the last stage the final norm, the head's gathered input and the
+- per micro-batch and chunk: the received input and the output kept for the backward (a
+  pipeline's boundary tensors), RoPE's tables for the rank's tokens, the token ids on the first
+  stage; on the last stage the final norm, the head's gathered input and the
   loss moment: the vocabulary-parallel cross-entropy's backward holds the saved fp32 softmax,
   its fp32 clone, the fp32 product with the incoming gradient and its bf16 copy at once,
   ``14 b (s / cp) V_p / t`` bytes (``12 b s V`` for the plain ``cross_entropy`` of a tp = 1
@@ -32,7 +33,10 @@ the two against the code on fake tensors, chapter 11 shows the table):
   ``16 S`` -- a cost of our code (a real framework takes the norm per tensor in fp32), which sets
   the peak when activations are small (full recomputation); ZeRO-0 an fp32 gradient copy.
 
-A rank's peak is the larger of its backward moment and its step moment.
+A rank's peak is the larger of its backward moment (the stored activations plus the loss
+moment, or plus backward's working set in one block: the gathered output gradient and SwiGLU's
+two input gradients; under full recomputation plus one block recomputed whole) and its step
+moment.
 """
 
 from __future__ import annotations
