@@ -21,7 +21,17 @@ Each subpackage is one chapter's technique, built by the reader in the lab of th
     comm/          bytes per collective, a counter, the ring from send/recv              chapter 5
     data_parallel/ naive and bucketed DDP with no_sync                                   chapter 5
     zero/          ZeRO stages 1, 2, 3 and optimizer offload                             chapter 6
-    viz/           the ipywidgets memory predictor (nothing else imports it)
+    tensor_parallel/  f/g, column/row/vocab-parallel layers, sequence parallelism        chapter 7
+    context_parallel/ ring attention (online softmax), zig-zag layout, Ulysses          chapter 8
+    pipeline/      schedules as data, stages, one runtime, a simulator                   chapter 9
+    expert_parallel/  router, capacity, all-to-all dispatch and combine (models/moe)     chapter 10
+    parallel3d/    the one place that composes techniques on a grid                      chapter 11
+    planner/       fits, costs and ranks layouts from the techniques' closed forms       chapter 11
+    viz/           the ipywidgets memory predictor and planner (nothing else imports it)
+
+Beside them sits the course and book machinery, which nothing a chapter teaches imports:
+``make`` (the README's commands), ``release``, ``grade`` / ``grade_report`` / ``results``,
+``answers`` / ``answer_digests``, ``vendor``, ``book_links``, ``course_book``, ``browser_check``.
 
 Each topic keeps its figures beside it in a ``plots`` module (``memory.plots``,
 ``precision.plots``, ``comm.plots``, ``recompute.plots``, ``accumulate.plots``) that its package's

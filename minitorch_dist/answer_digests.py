@@ -66,6 +66,16 @@ DIGESTS = {
             "0b9fb7f9d99639953ec6bb42d4f3b27fd875ec7002ba7d77940d1fcf92badd1d",
         ],
     },
+    "lab10.8": {
+        "digits": 4,
+        "names": ["first_4", "second_4", "weight_first_4", "weight_second_4"],
+        "digests": [
+            "de2e0a70ceac32098d0b6eb4c515224d665d2c81be80e999ff35187bf4badd2f",
+            "7c8971d648284485406b7d60e1206dcb01bf63fa974454cbaf4c6bda99033e71",
+            "ed29fba8c990b9aba1b3a18d0652a99270a1c017fab5584e127fbe7ecb541876",
+            "45b44c76e9d18f64d43a9f810e2d11bee7c1ba1357bca7444a14447b0c751652",
+        ],
+    },
     "lab11.9": {
         "digits": None,
         "names": [],

@@ -11,21 +11,28 @@ back: each ZeRO rank then keeps its own shard, which is what resharding means he
 ``sharded=True`` each rank writes only its own shard of the optimizer state (no gathering,
 less traffic), and the checkpoint loads only on the same number of ranks. A model sharded by
 :func:`~minitorch_dist.zero.apply_zero3` is saved whole too: its parameters gathered under their
-original names, its optimizer's state gathered per parameter (``zero3_state_dict``).
+original names, its optimizer's state gathered per parameter (``zero3_state_dict``). With
+``optimizer=None`` the model alone is saved or loaded; a load checks the model's keys and
+shapes before it writes anything (``strict=False`` loads the keys both have).
 
-Nothing is lost when a rank dies while saving: DCP writes into ``path/.tmp-step_N``; only after
-every rank has finished does rank 0 rename it to ``path/step_N`` and then atomically replace the
-small file ``path/latest`` that names the checkpoint to load (``os.replace``, atomic on POSIX).
-A save killed half-way leaves a temporary directory behind and ``latest`` naming the previous,
-complete checkpoint -- the write-then-rename that torchtitan's and Megatron's checkpointers
-rely on too.
+Nothing is lost when a rank, or the machine, dies at any instant of a save: DCP writes into
+``path/.tmp-step_N``; only after every rank has finished does rank 0 write the marker
+``complete.json`` (each file's size and sha256) into it, rename it to ``path/step_N`` (a new
+name: ``step_N-v2`` when step N was saved before) and atomically replace the small file
+``path/latest`` that names the checkpoint to load; an older version of the same step is deleted
+only after that (:mod:`minitorch_dist.checkpoint_files`). A save killed half-way leaves a
+temporary directory behind and ``latest`` naming the previous, complete checkpoint -- the
+write-then-rename that torchtitan's and Megatron's checkpointers rely on too. A load checks
+every file's checksum first, falls back to the newest complete checkpoint (with a warning
+saying why) when ``latest`` names a missing or incomplete one, and a failure inside DCP is
+raised as the lowest failing rank's own exception.
 """
 
 from __future__ import annotations
 
 import os
 import pickle
-import shutil
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -36,9 +43,9 @@ from torch import nn
 from torch.distributed.checkpoint import FileSystemReader
 from torch.distributed.checkpoint.metadata import TensorStorageMetadata
 
-__all__ = ["latest_checkpoint", "load_checkpoint", "save_checkpoint"]
+from minitorch_dist import checkpoint_files as files
 
-LATEST = "latest"
+__all__ = ["latest_checkpoint", "load_checkpoint", "save_checkpoint"]
 
 
 def _rank(group: dist.ProcessGroup | None) -> tuple[int, int]:
@@ -61,7 +68,10 @@ def _flatten(model: nn.Module, optimizer: Any, step: int, sharded: bool, rank: i
     zero3 = hasattr(model, "zero3")  # apply_zero3: gather the model and its optimizer whole
     model_sd, full = model.zero3_state_dict(optimizer) if zero3 else (model.state_dict(), None)
     flat: dict[str, Any] = {f"model/{k}": v for k, v in model_sd.items()}
-    if sharded:
+    groups = None
+    if optimizer is None:
+        pass  # the model only
+    elif sharded:
         if not hasattr(optimizer, "local_state_dict"):
             raise ValueError("sharded=True needs an optimizer with local_state_dict() (ZeRO)")
         local = optimizer.local_state_dict()
@@ -70,7 +80,6 @@ def _flatten(model: nn.Module, optimizer: Any, step: int, sharded: bool, rank: i
                 flat[f"optim_r{rank}/{i}/{name}"] = value
         rest = {**local, "optimizer": {**local["optimizer"], "state": {}}}
         flat[f"meta_r{rank}"] = pickle.dumps(rest)
-        groups = None
     else:
         full = full or optimizer.state_dict()  # consolidated: a collective for ZeRO
         for i, state in full["state"].items():
@@ -78,7 +87,7 @@ def _flatten(model: nn.Module, optimizer: Any, step: int, sharded: bool, rank: i
                 flat[f"optim/{i}/{name}"] = value
         groups = full["param_groups"]
     meta = {"step": step, "world_size": world_size, "sharded": sharded, "param_groups": groups,
-            "zero3": zero3}  # fmt: skip
+            "zero3": zero3, "optimizer": optimizer is not None}  # fmt: skip
     flat["meta"] = pickle.dumps(meta)
     return flat
 
@@ -96,72 +105,117 @@ def _nest(flat: dict[str, Any], prefix: str) -> dict[Any, dict[str, Any]]:
 def save_checkpoint(
     path: str | os.PathLike,
     model: nn.Module,
-    optimizer: Any,
+    optimizer: Any = None,
     *,
     step: int,
     sharded: bool = False,
     group: dist.ProcessGroup | None = None,
 ) -> Path:
-    """Save ``model``, ``optimizer`` and ``step`` under ``path/step_<step>`` (every rank calls
-    it); ``path/latest`` names it once it is complete. Returns the checkpoint's directory."""
+    """Save ``model``, ``optimizer`` (None: the model only) and ``step`` under
+    ``path/step_<step>`` (``-v2``, ... when that step was saved before); every rank calls it.
+    ``path/latest`` names it once it is complete. Returns the checkpoint's directory."""
     rank, world_size = _rank(group)
     if not isinstance(step, int) or step < 0:
         raise ValueError(f"step must be an int >= 0, got {step!r}")
     _check(model, optimizer, sharded)
     root = Path(path)
-    name = f"step_{step:08d}"
-    tmp, final = root / f".tmp-{name}", root / name
     flat = _flatten(model, optimizer, step, sharded, rank, world_size)
-    if rank == 0:
-        root.mkdir(parents=True, exist_ok=True)
-        shutil.rmtree(tmp, ignore_errors=True)  # left by a save that died
-    dist.barrier(group=group)
-    dcp.save(flat, checkpoint_id=tmp, process_group=group)
-    dist.barrier(group=group)  # every rank's files are written
-    if rank == 0:
-        shutil.rmtree(final, ignore_errors=True)
-        os.replace(tmp, final)
-        pointer = root / f".{LATEST}.tmp"
-        with open(pointer, "w") as f:
-            f.write(name)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(pointer, root / LATEST)  # atomic: the old or the new name, never half
-    dist.barrier(group=group)
-    return final
+    name = files.agreed(lambda: files.prepare(root, step) if rank == 0 else None, group)[0]
+    tmp = root / f".tmp-{name}"
+    with files.first_cause("save"):
+        dcp.save(flat, checkpoint_id=tmp, process_group=group)
+    hashes = files.agreed(lambda: files.hash_files(tmp, rank), group)  # every rank's own files
+    written = {k: v for h in hashes for k, v in h.items()}
+    publish = lambda: files.publish(root, tmp, name, step, written)  # noqa: E731
+    files.agreed(publish if rank == 0 else None, group)
+    return root / name
 
 
 def latest_checkpoint(path: str | os.PathLike) -> Path | None:
-    """The last complete checkpoint under ``path`` (None if there is none)."""
-    pointer = Path(path) / LATEST
-    return Path(path) / pointer.read_text().strip() if pointer.exists() else None
+    """The checkpoint :func:`load_checkpoint` loads: the one ``path/latest`` names, or when that
+    is missing or incomplete the newest complete one (with a warning saying why); None if there
+    is none. Not a collective."""
+    ckpt, reasons = files.resolve(Path(path))
+    if reasons and ckpt is not None:
+        warnings.warn("; ".join(reasons), stacklevel=2)
+    return ckpt
+
+
+def _expected(model: nn.Module) -> dict[str, torch.Size | None]:
+    """Names and shapes of the model's state as a checkpoint holds it."""
+    state = model.zero3_state_dict()[0] if hasattr(model, "zero3") else model.state_dict()
+    return {k: getattr(v, "shape", None) for k, v in state.items()}
+
+
+def _check_keys(ckpt: Path, model_sd: dict[str, Any], model: nn.Module, strict: bool) -> list[str]:
+    """Before anything is written: names missing, unexpected (``strict``) and of another shape."""
+    want = _expected(model)
+    missing = sorted(set(want) - set(model_sd))
+    extra = sorted(set(model_sd) - set(want))
+    if missing and hasattr(model, "zero3"):
+        raise ValueError(f"{ckpt} lacks keys {missing} of the apply_zero3 model: its flat "
+                         "shards are loaded whole or not at all")  # fmt: skip
+    if (missing or extra) and strict:
+        raise ValueError(f"{ckpt} does not match the model (strict): missing keys {missing}, "
+                         f"unexpected keys {extra}; load_checkpoint(..., strict=False) loads "
+                         "the keys both have")  # fmt: skip
+    for k in sorted(set(want) & set(model_sd)):
+        if want[k] is not None and tuple(getattr(model_sd[k], "shape", ())) != tuple(want[k]):
+            raise ValueError(f"{ckpt}: {k} has shape {tuple(model_sd[k].shape)} in the "
+                             f"checkpoint, {tuple(want[k])} in the model")  # fmt: skip
+    return extra
+
+
+def _find(path: str | os.PathLike, group: dist.ProcessGroup | None) -> Path:
+    """Rank 0 resolves ``latest`` (falling back, and warning why, on every rank); every rank
+    checks its share of the files' checksums."""
+    root = Path(path)
+    ckpt, reasons = files.agreed(lambda: files.resolve(root) if dist.get_rank(group) == 0 else None,
+                                 group)[0]  # fmt: skip
+    if ckpt is None:
+        why = f": {'; '.join(reasons)}" if reasons else ""
+        raise ValueError(f"no complete checkpoint under {root}{why}")
+    if reasons:
+        warnings.warn("; ".join(reasons), stacklevel=3)
+    rank, world_size = dist.get_rank(group), dist.get_world_size(group)
+    files.agreed(lambda: files.verify(ckpt, rank, world_size), group)
+    return ckpt
 
 
 def load_checkpoint(
     path: str | os.PathLike,
     model: nn.Module,
-    optimizer: Any,
+    optimizer: Any = None,
     *,
+    strict: bool = True,
     group: dist.ProcessGroup | None = None,
 ) -> int:
-    """Load the last complete checkpoint under ``path`` into ``model`` and ``optimizer`` (every
-    rank calls it; a full checkpoint on any number of ranks, a sharded one on as many as saved
-    it). Returns the step it was saved at."""
+    """Load the last complete checkpoint under ``path`` into ``model`` and ``optimizer`` (None:
+    the model only); every rank calls it. A full checkpoint loads on any number of ranks, a
+    sharded one on as many as saved it. ``strict`` (default): the checkpoint's model keys must
+    be the model's. Returns the step it was saved at."""
     rank, world_size = _rank(group)
     _check(model, optimizer)
-    ckpt = latest_checkpoint(path)
-    if ckpt is None:
-        raise ValueError(f"no complete checkpoint under {path}")
+    ckpt = _find(path, group)
     meta_data = FileSystemReader(str(ckpt)).read_metadata().state_dict_metadata
     head = {"meta": b""}
-    dcp.load(head, checkpoint_id=ckpt, process_group=group)  # the step, world size, layout
+    with files.first_cause("load"):
+        dcp.load(head, checkpoint_id=ckpt, process_group=group)  # the step, world size, layout
     meta = pickle.loads(head["meta"])
-    if meta["sharded"] and meta["world_size"] != world_size:
+    if optimizer is not None and not meta.get("optimizer", True):
+        raise ValueError(f"{ckpt} holds the model only: load it with optimizer=None")
+    if optimizer is not None and meta["sharded"] and meta["world_size"] != world_size:
         raise ValueError(f"{ckpt} holds optimizer shards of world_size={meta['world_size']} "
                          f"ranks, this run has world_size={world_size}: a sharded checkpoint "
                          "cannot be resharded (save it with sharded=False)")  # fmt: skip
-    keys = [k for k in meta_data if k.startswith("model/") or k.startswith("optim/")]
-    keys += [k for k in meta_data if k.startswith((f"optim_r{rank}/", f"meta_r{rank}"))]
+    zero3 = meta.get("zero3", False)
+    if zero3 != hasattr(model, "zero3"):
+        raise ValueError(f"{ckpt} was saved {'with' if zero3 else 'without'} apply_zero3: "
+                         "load it into a model built the same way")  # fmt: skip
+    keys = [k for k in meta_data if k.startswith("model/")]
+    if optimizer is not None:
+        keys += [k for k in meta_data if k.startswith("optim/")]
+        keys += [k for k in meta_data if k.startswith((f"optim_r{rank}/", f"meta_r{rank}"))]
     template: dict[str, Any] = {}
     for key in keys:
         md = meta_data[key]
@@ -169,18 +223,22 @@ def load_checkpoint(
             template[key] = torch.empty(md.size, dtype=md.properties.dtype)
         else:
             template[key] = b""  # a pickled value: DCP puts what it reads in its place
-    dcp.load(template, checkpoint_id=ckpt, process_group=group)
     model_sd = {k[len("model/") :]: v for k, v in template.items() if k.startswith("model/")}
-    zero3 = meta.get("zero3", False)
-    if zero3 != hasattr(model, "zero3"):
-        raise ValueError(f"{ckpt} was saved {'with' if zero3 else 'without'} apply_zero3: "
-                         "load it into a model built the same way")  # fmt: skip
+    for extra in _check_keys(ckpt, model_sd, model, strict):  # before the model is touched
+        del template[f"model/{extra}"]  # strict=False: what the model has not, stays unread
+    with files.first_cause("load"):
+        dcp.load(template, checkpoint_id=ckpt, process_group=group)
+    model_sd = {k[len("model/") :]: v for k, v in template.items() if k.startswith("model/")}
     if zero3:
-        optim = {"state": _nest(template, "optim"), "param_groups": meta["param_groups"]}
+        optim = None
+        if optimizer is not None:
+            optim = {"state": _nest(template, "optim"), "param_groups": meta["param_groups"]}
         model.load_zero3_state_dict(model_sd, optim, optimizer)
         return meta["step"]
-    model.load_state_dict(model_sd)
-    if meta["sharded"]:
+    model.load_state_dict(model_sd, strict=strict)
+    if optimizer is None:
+        pass
+    elif meta["sharded"]:
         local = pickle.loads(template[f"meta_r{rank}"])
         local["optimizer"]["state"] = _nest(template, f"optim_r{rank}")
         optimizer.load_local_state_dict(local)

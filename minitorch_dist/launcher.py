@@ -62,6 +62,7 @@ __all__ = [
 ]
 
 _GRACE_S = 3.0  # after the first failure, how long the other ranks get to report theirs
+_EXIT_GRACE_S = 10.0  # after a success, how long the ranks get to tear down and exit
 
 
 def launch(
@@ -162,6 +163,9 @@ def _fork_and_join(
         if len(reports) == world_size and all(rep.ok for rep in reports.values()):
             for c in conns:  # everyone finished: let the ranks tear the group down together
                 c.send("exit")
+            deadline = time.monotonic() + _EXIT_GRACE_S  # and exit before any is killed:
+            for p in procs:  # a rank killed in teardown takes its peers' connections with it
+                p.join(timeout=max(0.0, deadline - time.monotonic()))
     finally:
         for p in procs:
             if p.is_alive():

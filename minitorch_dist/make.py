@@ -3,6 +3,8 @@
     python3 -m minitorch_dist.make book     # create .venv if needed, execute and build the book
     python3 -m minitorch_dist.make test     # lint, unit + graded tests, nbval, student release,
                                             # and the strict book build
+    python3 -m minitorch_dist.make quick    # the 3-minute loop: ruff, unit + graded tests
+                                            # (no notebooks, no slow or course-machinery tests)
     python3 -m minitorch_dist.make execute labs/lab01_*.ipynb   # re-execute notebooks in place
     python3 -m minitorch_dist.make notebooks  # nbval of the labs only (CI: on a second torch)
 
@@ -99,6 +101,14 @@ def test() -> None:
     book()
 
 
+def quick() -> None:
+    """The loop to run while working: everything `test` runs but the notebooks, the book, and
+    the tests marked ``slow`` or ``course`` (release, grading, mutants, book machinery)."""
+    _run([str(BIN / "ruff"), "check", "."])
+    _run([str(BIN / "ruff"), "format", "--check", "."])
+    _run([str(PY), "-m", "pytest", "tests", "-q", "-m", "not slow and not course"], quiet=True)
+
+
 def notebooks() -> None:
     """The labs' stored outputs against a fresh run (nbval), nothing else: CI's second torch."""
     _run([str(PY), "-c", "import torch; print('torch', torch.__version__)"])
@@ -131,7 +141,7 @@ def main(argv: list[str] | None = None) -> int:
         ensure_env()
         execute(argv[1:])
         return 0
-    if argv not in (["book"], ["test"], ["notebooks"]):
+    if argv not in (["book"], ["test"], ["quick"], ["notebooks"]):
         print(__doc__, file=sys.stderr)
         return 2
     start = time.monotonic()
@@ -139,7 +149,7 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.update(env)
     try:
         ensure_env()
-        {"book": book, "test": test, "notebooks": notebooks}[argv[0]]()
+        {"book": book, "test": test, "quick": quick, "notebooks": notebooks}[argv[0]]()
     except subprocess.CalledProcessError as e:
         print(f"\nFAILED: {' '.join(map(str, e.cmd))} (exit {e.returncode})", file=sys.stderr)
         return 1

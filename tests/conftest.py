@@ -28,7 +28,25 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
+# Tests of the course and book machinery rather than of what the chapters teach: marked ``course``
+# so that ``python -m minitorch_dist.make quick`` (``-m "not slow and not course"``) leaves them out.
+COURSE_MODULES = {
+    "test_book_links",
+    "test_browser_check",
+    "test_course_book",
+    "test_grade_dependencies",
+    "test_grading",
+    "test_mutants",
+    "test_notebooks",
+    "test_release",
+    "test_vendor",
+}
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.path.stem in COURSE_MODULES:
+            item.add_marker(pytest.mark.course)
     tasks = config.getoption("--task")
     if tasks:
         check_task_ids(tasks)

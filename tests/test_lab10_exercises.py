@@ -50,3 +50,22 @@ def test_lab_section7_mixtral_scale():
     sent = all_to_all_bytes(tokens=4096, top_k=2, hidden=4096, ep=8)
     assert 32 * ep_step_bytes(sent) == 7 * 2**30
     assert moe_params_per_rank(*moe_preset("mixtral-8x7b"), ep=4) == 12_879_925_248
+
+
+def test_lab_ex4_bias_chooses_probabilities_weigh():
+    """Scores p + b = (0.25, 0.3, 0.35, 0.1): experts 2 then 1; gate weights 0.2 and 0.3
+    renormalised, 0.4 and 0.6 -- through the package's BiasedRouter (chapter 10)."""
+    import torch
+
+    from minitorch_dist.answers import check_answer
+    from minitorch_dist.models.moe_bias import BiasedRouter
+
+    router = BiasedRouter(4, 4, 2).double()
+    with torch.no_grad():
+        router.gate.weight.zero_()
+        router.gate.weight[:, 0] = torch.tensor([0.4, 0.3, 0.2, 0.1], dtype=torch.float64).log()
+        router.bias.copy_(torch.tensor([-0.15, 0.0, 0.15, 0.0]))
+    weights, experts, _ = router(torch.eye(4, dtype=torch.float64)[:1])
+    assert experts.tolist() == [[2, 1]]
+    assert torch.allclose(weights, torch.tensor([[0.4, 0.6]], dtype=torch.float64))
+    check_answer("lab10.8", (2, 1, 0.4, 0.6))

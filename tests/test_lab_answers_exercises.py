@@ -14,12 +14,14 @@ import re
 from pathlib import Path
 
 import pytest
+import torch
 
 from minitorch_dist.answers import Answer, check_answer, load_digests, make_digests, write_digests
 from minitorch_dist.comm import collective_bytes
 from minitorch_dist.comm.cost import bus_bandwidth, collective_time
 from minitorch_dist.memory import model_state_bytes, predict
 from minitorch_dist.models import Llama, LlamaConfig
+from minitorch_dist.models.moe_bias import BiasedRouter
 from minitorch_dist.planner import ParallelConfig, as_model, rank_memory
 from minitorch_dist.zero.measure import zero_comm_bytes
 
@@ -78,6 +80,11 @@ def reference() -> dict[str, Answer]:
             (offload["params"] + offload["grads"] + offload["optimizer"], offload["cpu"]),
             names=("answer_3_device", "answer_3_cpu"),
         ),
+        "lab10.8": Answer(
+            _biased_choice((0.4, 0.3, 0.2, 0.1), (-0.15, 0.0, 0.15, 0.0)),
+            digits=4,
+            names=("first_4", "second_4", "weight_first_4", "weight_second_4"),
+        ),
         "lab11.9": Answer(
             rank_memory(
                 as_model("tiny"),
@@ -88,6 +95,18 @@ def reference() -> dict[str, Answer]:
             )["logits"]
         ),
     }
+
+
+def _biased_choice(probs: tuple, bias: tuple) -> tuple:
+    """(first expert, second expert, their gate weights) through the package's BiasedRouter:
+    a router whose softmax gives ``probs`` for the input e_0 (gate column 0 = log probs)."""
+    router = BiasedRouter(len(probs), len(probs), 2)
+    with torch.no_grad():
+        router.gate.weight.zero_()
+        router.gate.weight[:, 0] = torch.tensor(probs, dtype=torch.float64).log()
+        router.bias.copy_(torch.tensor(bias))
+    weights, experts, _ = router.double()(torch.eye(len(probs), dtype=torch.float64)[:1])
+    return (*experts[0].tolist(), *weights[0].tolist())
 
 
 REFERENCE = reference()
@@ -116,6 +135,8 @@ def test_the_reference_answers_by_hand() -> None:
     assert REFERENCE["lab06.5"].value == 3 * 511 * 2 * psi_70b // 512
     shard = -(-psi_7b // 8)
     assert REFERENCE["lab06.7"].value == (2 * psi_7b + 2 * shard, 12 * shard)
+    # scores p + b = (0.25, 0.3, 0.35, 0.1): experts 2, 1; weights 0.2 and 0.3 over their sum
+    assert REFERENCE["lab10.8"].value == pytest.approx((2, 1, 0.4, 0.6))
     assert REFERENCE["lab11.9"].value == (4 + 4 + 4 + 2) * 64 * 256 // 2  # fp32 x 3, bf16
 
 
@@ -150,6 +171,9 @@ def _wrong_answers() -> list[tuple[str, object, str]]:
         ("lab06.5", 3 * 2 * _psi("llama-3-70b"), "n / n instead of (n - 1) / n"),
         ("lab06.5", value["lab06.5"] * (1 + 1e-9), "a few hundred bytes off"),
         ("lab06.7", (2 * psi_70b, value["lab06.7"][1]), "the wrong model"),
+        ("lab10.8", (0, 1, 0.4 / 0.7, 0.3 / 0.7), "the bias ignored"),
+        ("lab10.8", (2, 1, 0.35 / 0.65, 0.3 / 0.65), "weights from the biased scores"),
+        ("lab10.8", (2, 1, 0.2, 0.3), "weights not renormalised"),
         ("lab11.9", 4 * 64 * 256 // 2, "the textbook's fp32 log-probabilities only"),
         ("lab11.9", 14 * 64 * 256, "the whole vocabulary, not the rank's V_p / t"),
         ("lab11.9", 8 * 64 * 256 // 2, "without the clone and the bf16 copy"),

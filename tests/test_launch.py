@@ -171,6 +171,27 @@ def test_two_launches_at_once_do_not_collide() -> None:
     assert results == {k: [k * r + 6 for r in range(4)] for k in (10, 20)}
 
 
+def _slow_teardown(rank: int, world_size: int, path: str) -> None:
+    """Each rank takes 0.5 s to tear its process group down, then leaves a file saying so."""
+    destroy = dist.destroy_process_group
+
+    def slow(*args, **kwargs) -> None:  # noqa: ANN002, ANN003
+        time.sleep(0.5)
+        destroy(*args, **kwargs)
+        with open(os.path.join(path, f"rank{rank}"), "w") as f:
+            f.write("torn down")
+
+    dist.destroy_process_group = slow
+
+
+def test_ranks_finish_tearing_down_before_any_is_killed(tmp_path) -> None:  # noqa: ANN001
+    """Catches a launcher that kills the ranks as soon as their results are in: a rank killed in
+    the middle of destroy_process_group (under naive DDP, nearly always rank 0, the store's
+    host) takes its peers' connections down while they tear down theirs."""
+    launch(_slow_teardown, 2, str(tmp_path))
+    assert sorted(os.listdir(tmp_path)) == ["rank0", "rank1"]
+
+
 def test_unpicklable_result_is_an_error_not_a_hang() -> None:
     """Catches a child blocked forever on a result the pipe cannot carry."""
     with pytest.raises(RankError, match="not picklable"):

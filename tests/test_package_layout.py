@@ -1,4 +1,4 @@
-"""The package's import graph obeys the rules of its map (DESIGN.md, README "How the code is
+"""The package's import graph obeys the rules of its map (README, "How the code is
 organised"): shared leaves first, techniques on them, figures beside their topic, the widget on top.
 
 Every module of ``minitorch_dist`` is parsed (``ast``, nothing imported) and each of its imports,

@@ -16,6 +16,7 @@ from minitorch_dist.expert_parallel.capacity import apply_capacity, expert_capac
 from minitorch_dist.expert_parallel.cost import (
     ALL_TO_ALLS_PER_STEP,
     all_to_all_bytes,
+    all_to_alls_per_step,
     capacity_buffer_bytes,
     ep_step_bytes,
 )
@@ -36,6 +37,7 @@ from minitorch_dist.expert_parallel.router import LOSS_STYLES, load_balancing_lo
 
 __all__ = [
     "ALL_TO_ALLS_PER_STEP",
+    "all_to_alls_per_step",
     "DISPATCH_MODES",
     "LOSS_STYLES",
     "AllToAll",

@@ -4,7 +4,8 @@ Dispatch sends each of a rank's T * k token choices (h numbers each) to the rank
 expert; under uniform routing a share 1/ep of them stays home, so one dispatch sends
 T k h (ep - 1) / ep elements per rank (Lepikhin et al. 2021, section 3.2; Rajbhandari et al.
 2022, "DeepSpeed-MoE", section 5.2). Combine returns the same rows, and backward repeats both
-with the gradients: four all-to-alls per MoE layer per step.
+with the gradients: four all-to-alls per MoE layer per step, six when full recomputation
+runs the layer's forward (and so its dispatch and combine) again before its backward.
 
 A dense capacity buffer (GShard's dispatch) sends E * C rows per rank whatever the routing,
 C = ceil(T k cf / E): about cf times the dropless bytes under uniform routing, the same bytes
@@ -13,12 +14,13 @@ under any imbalance (the excess is dropped, the shortfall padded with zeros).
 
 from __future__ import annotations
 
-from minitorch_dist.checks import check_divisible, check_int, check_positive
+from minitorch_dist.checks import check_choice, check_divisible, check_int, check_positive
 from minitorch_dist.models.moe import slots_for
 
 __all__ = [
     "ALL_TO_ALLS_PER_STEP",
     "all_to_all_bytes",
+    "all_to_alls_per_step",
     "capacity_buffer_bytes",
     "ep_step_bytes",
 ]
@@ -68,8 +70,16 @@ def capacity_buffer_bytes(
     return local * c * (ep - 1) * hidden * bytes_per_element
 
 
-def ep_step_bytes(dispatch_bytes: int, *, moe_layers: int = 1) -> int:
+def all_to_alls_per_step(recompute: str = "none") -> int:
+    """All-to-alls of one MoE layer per step: dispatch and combine forward, both again backward
+    (4); with ``recompute="full"`` the recomputed forward dispatches and combines once more (6).
+    ``"selective"`` recomputes attention only, not the MoE layer (4)."""
+    check_choice("recompute", recompute, ("none", "selective", "full"))
+    return ALL_TO_ALLS_PER_STEP + (2 if recompute == "full" else 0)
+
+
+def ep_step_bytes(dispatch_bytes: int, *, moe_layers: int = 1, recompute: str = "none") -> int:
     """Bytes one rank sends per training step: four all-to-alls of ``dispatch_bytes`` (dispatch
-    and combine, forward and backward) per MoE layer."""
+    and combine, forward and backward) per MoE layer, six with full recomputation."""
     check_int("moe_layers", moe_layers)
-    return ALL_TO_ALLS_PER_STEP * moe_layers * dispatch_bytes
+    return all_to_alls_per_step(recompute) * moe_layers * dispatch_bytes

@@ -149,10 +149,13 @@ class MoEBlock(nn.Module):
 
     def __init__(self, hidden: int, cfg: MoEConfig) -> None:
         super().__init__()
-        if cfg.attention is not None or cfg.router_bias:
-            raise ValueError("MLA attention and a router bias are counted, not built")
+        if cfg.attention is not None:
+            raise ValueError("MLA attention is counted, not built (MoEConfig.attention=None)")
         self.hidden, self.cfg = hidden, cfg
-        self.router = Router(hidden, cfg.experts, cfg.top_k, normalize=cfg.normalize_weights,
+        router = Router
+        if cfg.router_bias:  # DeepSeek-V3's auxiliary-loss-free balancing (models.moe_bias)
+            from minitorch_dist.models.moe_bias import BiasedRouter as router
+        self.router = router(hidden, cfg.experts, cfg.top_k, normalize=cfg.normalize_weights,
                              router_dtype=cfg.router_dtype)  # fmt: skip
         self.experts = nn.ModuleList(Expert(hidden, cfg.expert_ffn) for _ in range(cfg.experts))
         shared = cfg.shared_experts * cfg.expert_ffn

@@ -87,7 +87,7 @@ class MoEConfig:
     router_dtype: torch.dtype = torch.float32  # the router's softmax runs in at least this dtype
     normalize_weights: bool = True  # renormalise the k gate weights to sum to 1 (Mixtral: yes)
     dense_layers: int = 0  # the first layers keep their dense MLP (DeepSeek-V3: 3)
-    router_bias: bool = False  # a per-expert routing bias (DeepSeek-V3; counted, not built)
+    router_bias: bool = False  # a per-expert selection bias (DeepSeek-V3; models.moe_bias)
     attention: MLAConfig | None = None  # None: the Llama's GQA attention; MLA: counted, not built
 
     def __post_init__(self) -> None:

@@ -4,7 +4,7 @@
     model3d = build_3d(Llama(cfg), grid, micro_batches=2, seq_len=16, lr=1e-2, max_norm=1.0)
     loss = train_step(model3d, rank_micro_batches(batch, grid, 2))
 
-The only package allowed to import several techniques (DESIGN.md). Modules: ``recipe`` (the
+The only package allowed to import several techniques (README, "How the code is organised"). Modules: ``recipe`` (the
 order of the wrappers and the training step), ``clip`` (the gradient norm over the whole grid,
 inside ZeRO-1), ``compare`` (against the single-process reference, and the pitfalls made to
 happen), ``seeds`` (which ranks share a random stream), ``plots`` (the grid as it was built; not imported here).

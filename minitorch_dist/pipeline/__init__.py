@@ -4,7 +4,7 @@
     simulate(schedule).makespan                                 # logical clock: (m + p - 1) * 3
     run = run_schedule(schedule, stage, micro_batches)          # the same lists, on real ranks
 
-Names beyond the chapter-9 contract (added, none renamed): ``bubble_share``, ``p2p_bytes``,
+Names beyond the chapter-9 API contract of the README (none renamed): ``bubble_share``, ``p2p_bytes``,
 ``KINDS``, ``check_schedule``, ``ScheduleDeadlock``, ``Message``, ``message_tag``,
 ``PipelineStage.exchange/forward/backward/backward_weights``, ``logical_events``,
 ``wall_events``, ``run_pipeline``, ``build_stage``, ``stage_parameters``,

@@ -10,7 +10,7 @@ parallel linears), ``vocab`` (embedding, head, cross-entropy), ``sequence`` (rep
 gradients), ``model`` (the transform), ``cost`` (bytes sent and stored, closed forms),
 ``measure`` (against the reference, CommCounter and the memory tracker).
 
-Names beyond the chapter-7 contract (added by ch07-core, all additive):
+Names beyond the chapter-7 API contract of the README (none of them renames a contract name):
 - ``vocab_parallel_cross_entropy(..., *, vocab_size=None)``: keyword that masks padded columns.
 - ``ColumnParallelLinear.from_linear(..., *, enter_region=True, index=None, parts=None)``.
 - ``apply_tensor_parallel(..., *, vocab_multiple=128, reduce_norm_grads=True, regather=False)``;

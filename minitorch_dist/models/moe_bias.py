@@ -1,0 +1,122 @@
+"""DeepSeek-V3's auxiliary-loss-free load balancing (DeepSeek-AI 2024, section 2.1.2).
+
+Each expert i gets a bias b_i, added to the router's scores for the top-k *selection* only
+(eq. 16): a token goes to the k experts of largest s_ti + b_i, but each chosen expert's gate
+weight comes from the unbiased s_ti (renormalised over the k, as ``Router`` does). The bias is
+not a trained parameter: after each step, every expert's load (the choices it received over the
+whole batch, all micro-batches and ranks) is compared with the mean load, and
+
+    b_i <- b_i - speed   if expert i was overloaded,   b_i + speed   if it was underloaded,
+
+``b += speed * sign(mean - load)`` (the paper's "bias update speed" gamma: 0.001 for the first
+14.3T tokens, then 0, section 4.2). No gradient of a balancing term reaches the model.
+
+A small sequence-wise balance loss complements it (eqs. 17-20), so that no single sequence is
+extremely unbalanced: per sequence of T tokens, f_i = E / (k T) * (tokens whose unbiased top-k
+holds i), P_i = mean_t s'_ti (the scores normalised to sum to 1 over the experts), and
+L_Bal = alpha * sum_i f_i P_i, averaged here over the batch's sequences (alpha = 0.0001 in
+DeepSeek-V3). Under perfectly even routing sum_i f_i P_i = 1.
+
+DeepSeek-V3 computes its scores with a sigmoid; :class:`BiasedRouter` keeps ``Router``'s softmax,
+so that a block with and without the bias differs only by the bias. The loads are counted in
+``BiasedRouter.load`` at every forward since the last :func:`update_routing_bias`: a recomputed
+forward (activation checkpointing) counts its tokens twice, so call the update on models
+without recomputation, or count the loads yourself.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+from torch import nn
+
+from minitorch_dist.checks import check_int, check_positive
+from minitorch_dist.models.moe_configs import check_top_k
+
+__all__ = ["BiasedRouter", "biased_routers", "sequence_balance_loss", "update_routing_bias"]
+
+
+class BiasedRouter(nn.Module):
+    """gate: Linear(h, E, no bias) and ``bias`` (E,), a buffer; forward(x (T, h)) -> (weights
+    (T, k), experts (T, k), probs (T, E)) as ``Router``'s, the experts chosen by probs + bias
+    (ties to the lower index), the weights taken from the unbiased probs."""
+
+    def __init__(
+        self,
+        hidden: int,
+        experts: int,
+        top_k: int,
+        *,
+        normalize: bool = True,
+        router_dtype: torch.dtype = torch.float32,
+    ) -> None:
+        super().__init__()
+        self.experts, self.top_k = experts, check_top_k(top_k, experts)
+        self.normalize, self.router_dtype = normalize, router_dtype
+        self.gate = nn.Linear(hidden, experts, bias=False)
+        self.register_buffer("bias", torch.zeros(experts))  # moved by update_routing_bias only
+        self.register_buffer("load", torch.zeros(experts, dtype=torch.long), persistent=False)
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        dtype = torch.promote_types(x.dtype, self.router_dtype)  # fp32 for a bf16 model
+        logits = F.linear(x.to(dtype), self.gate.weight.to(dtype))  # (T, E)
+        probs = logits.softmax(dim=-1)  # (T, E)
+        scores = probs.detach() + self.bias.to(dtype)  # selection only (eq. 16)
+        chosen = torch.sort(scores, dim=-1, descending=True, stable=True).indices[:, : self.top_k]
+        weights = probs.gather(-1, chosen)  # (T, k): the unbiased affinities
+        if self.normalize:
+            weights = weights / weights.sum(-1, keepdim=True)
+        with torch.no_grad():
+            self.load += torch.bincount(chosen.reshape(-1), minlength=self.experts)
+        return weights, chosen, probs
+
+
+def biased_routers(model: nn.Module) -> list[BiasedRouter]:
+    """Every :class:`BiasedRouter` in ``model``, in module order."""
+    return [m for m in model.modules() if isinstance(m, BiasedRouter)]
+
+
+@torch.no_grad()
+def update_routing_bias(model: nn.Module, speed: float, *, group: Any = None) -> list[torch.Tensor]:
+    """After a step: for every :class:`BiasedRouter` of ``model``, b += speed * sign(mean load -
+    load) over the choices counted since the last update (summed over ``group`` first, when
+    given: the whole batch's load, so that every rank moves its copy of the bias alike), then
+    reset the count. Returns the loads used, one (E,) tensor per router."""
+    check_positive("speed", speed)
+    routers = biased_routers(model)
+    if not routers:
+        raise ValueError(
+            "the model has no BiasedRouter (build its MoEConfig with router_bias=True)"
+        )
+    loads = []
+    for router in routers:
+        load = router.load.clone()
+        if group is not None:
+            dist.all_reduce(load, group=group)
+        mean = load.double().mean()
+        router.bias += speed * torch.sign(mean - load.double()).to(router.bias.dtype)
+        router.load.zero_()
+        loads.append(load)
+    return loads
+
+
+def sequence_balance_loss(probs: torch.Tensor, *, top_k: int, seq_len: int) -> torch.Tensor:
+    """DeepSeek-V3's sequence-wise balance loss, unscaled (alpha = 1): for ``probs`` (T, E), T
+    tokens in sequences of ``seq_len``, the mean over sequences of sum_i f_i P_i (eqs. 17-20;
+    f from the unbiased top-k, no gradient; P from the scores normalised over the experts).
+    With ``seq_len = T`` it is the whole batch's top-k auxiliary loss."""
+    experts = probs.shape[-1]
+    check_top_k(top_k, experts)
+    check_int("seq_len", seq_len)
+    if probs.shape[0] % seq_len:
+        raise ValueError(f"{probs.shape[0]} tokens are not whole sequences of seq_len={seq_len}")
+    per_seq = probs.reshape(-1, seq_len, experts)  # (B, S, E)
+    share = per_seq / per_seq.sum(-1, keepdim=True)  # s'_ti (eq. 19)
+    mean_share = share.mean(1)  # P_i per sequence, (B, E) (eq. 20)
+    chosen = torch.topk(per_seq.detach(), top_k, dim=-1).indices  # (B, S, k)
+    counts = F.one_hot(chosen, experts).sum((1, 2)).to(probs.dtype)  # (B, E)
+    f = counts * experts / (top_k * seq_len)  # eq. 18
+    return (f * mean_share).sum(-1).mean()
