@@ -217,5 +217,7 @@ def use_moe(
         ref = next(model.layers[i].mlp.parameters())
         block = MoEBlock(model.config.hidden, cfg)
         _init(block, seed + i, init_std)
-        model.layers[i].mlp = block.to(device=ref.device, dtype=ref.dtype)
+        if any((p.device, p.dtype) != (ref.device, ref.dtype) for p in block.parameters()):
+            block = block.to(device=ref.device, dtype=ref.dtype)  # (fake modules refuse .to())
+        model.layers[i].mlp = block
     return model

@@ -91,7 +91,8 @@ class ClippedZeroStage1(ZeroStage1):
                 ones = [torch.full_like(p, float(self.replicated.get(id(p), True)))
                         for p in u.params]  # fmt: skip
                 lo, hi = u.shard_range(self.rank)
-                self._counted.append(u.flatten(ones)[lo:hi])
+                # clone: a slice would keep the whole (N*S,) flat mask alive, 2 bytes a parameter
+                self._counted.append(u.flatten(ones)[lo:hi].clone())
         return self._counted
 
     def _reduce_gradients(self) -> None:

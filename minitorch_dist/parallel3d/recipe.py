@@ -62,8 +62,9 @@ class GridStage(LlamaStage):
         cp, rank = dist.get_world_size(self.cp_group), dist.get_rank(self.cp_group)
         cos, sin = rope_for(self.config, self.seq_len, x.device, x.dtype)  # (s, d) each
         positions = shard_positions(self.seq_len, rank, cp, layout=self.layout).to(x.device)
+        cos, sin = cos[positions], sin[positions]  # once: every block keeps these for backward
         for block in self.layers:
-            x = block(x, cos[positions], sin[positions])  # attention sees (b, s/cp, h)
+            x = block(x, cos, sin)  # attention sees (b, s/cp, h)
         if self.head is not None:
             x = self.head(self.norm(x))  # (b, s/cp, V_p/t)
         return x

@@ -8,13 +8,17 @@
 The one place besides ``parallel3d`` that composes the techniques: it reads the memory estimator
 (:mod:`.fit`), each technique's communication closed form and the pipeline's bubble (:mod:`.cost`)
 and a two-level link model (:mod:`.cluster`), enumerates every layout (:mod:`.search`), and
-compares its choice with published runs (:mod:`.published`).
+compares its choice with published runs (:mod:`.published`). Beside Korthikanti's textbook
+activations it has an exact count of what the package's own code stores (:mod:`.exact`,
+``activations="exact"``), held against that code run on fake tensors and a fake process group
+(:mod:`.vs_code`, ``benchmarks/planner_vs_code.py``).
 """
 
 from .cluster import CLUSTER_PRESETS, Cluster, Link
 from .config import RECOMPUTE, ParallelConfig, micro_batches, strides, validate
 from .cost import StepTime, comm_bytes, step_time
-from .fit import fits, in_flight, peak_memory, rank_memory
+from .exact import exact_activation_bytes, exact_rank_memory
+from .fit import ACTIVATIONS, fits, in_flight, peak_memory, rank_memory
 from .model import PlannerModel, as_model
 from .published import (
     PUBLISHED,
@@ -28,6 +32,9 @@ from .published import (
 from .search import Choice, Plan, Row, choose, divisors, layouts, plan, rank
 
 __all__ = [
+    "ACTIVATIONS",
+    "exact_activation_bytes",
+    "exact_rank_memory",
     "CLUSTER_PRESETS",
     "PUBLISHED",
     "Published",

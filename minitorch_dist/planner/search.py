@@ -108,10 +108,19 @@ def rank(rows: list[Row]) -> list[Row]:
     # END SOLUTION
 
 
-def plan(model, cluster, *, global_batch: int, seq_len: int, only: dict | None = None) -> Plan:  # noqa: ANN001
+def plan(
+    model,
+    cluster,
+    *,
+    global_batch: int,
+    seq_len: int,
+    only: dict | None = None,  # noqa: ANN001
+    activations: str = "korthikanti",
+) -> Plan:
     """Every configuration of ``model`` on ``cluster`` for ``global_batch`` sequences of
     ``seq_len`` tokens: fits or the reason it does not, predicted step time and MFU, ranked.
-    ``only``: keep just the configurations whose fields have these values."""
+    ``only``: keep just the configurations whose fields have these values. ``activations``:
+    the fit test's count, Korthikanti's (the default) or ``"exact"`` (:mod:`.exact`)."""
     only = only or {}
     model = as_model(model)
     kw = {"global_batch": global_batch, "seq_len": seq_len}
@@ -145,7 +154,7 @@ def plan(model, cluster, *, global_batch: int, seq_len: int, only: dict | None =
                     )
                 )
                 continue
-            memory = peak_memory(model, config, **kw)
+            memory = peak_memory(model, config, **kw, activations=activations)
             if memory["total"] > cluster.memory_bytes:
                 reason = (f"needs {format_bytes(memory['total'])} per rank > "
                           f"{format_bytes(cluster.memory_bytes)}")  # fmt: skip
