@@ -117,7 +117,10 @@ class BookFigure(Figure):
 
     @description.setter
     def description(self, text: str) -> None:
-        self._book_description = " ".join(str(text).split())
+        text = " ".join(str(text).split())
+        self._book_description = (
+            text if not text or text.endswith((".", "!", "?", "…")) else text + "."
+        )
 
     def _repr_png_(self) -> bytes:
         buffer = io.BytesIO()
