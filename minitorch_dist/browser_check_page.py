@@ -129,10 +129,12 @@ def page_failures(found: dict) -> list[str]:
             kind = "TeX" if needle in RAW_TEX else "markup"
             fails.append(f"raw {kind} {needle!r} in the visible text: ...{snippet}...")
     for what, pattern in RAW_PATTERNS.items():
-        m = pattern.search(text)
-        if m:
+        found_all = list(pattern.finditer(text))
+        if found_all:
+            m, n = found_all[0], len(found_all)
             snippet = " ".join(text[max(0, m.start() - 30) : m.end() + 30].split())
-            fails.append(f"{what} in the visible text: ...{snippet}...")
+            times = f" ({n} times, first: " if n > 1 else " ("
+            fails.append(f"{what} in the visible text{times}...{snippet}...)")
     fails += image_failures(found.get("images", []))
     return fails
 

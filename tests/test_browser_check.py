@@ -211,7 +211,12 @@ def test_markdown_table_left_as_text(browser, tmp_path, row):
     # what myst-nb shows for IPython.display.Markdown("| a | b |\n|---|---:|...") parsed as
     # CommonMark: one paragraph of pipes (smart quotes make the dashes em dashes)
     body = f"<p>| operator | calls |\n{row}\n| matmul | 12 |</p>"
-    only(check(browser, tmp_path, body), "a Markdown table as text")
+    only(
+        check(browser, tmp_path, body),
+        "a Markdown table as text in the visible text (...| operator",
+    )
+    twice = check(browser, tmp_path, body + body.replace("matmul", "add"))
+    only(twice, "a Markdown table as text in the visible text (2 times, first: ...")
 
 
 @pytest.mark.parametrize(
