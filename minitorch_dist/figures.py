@@ -17,8 +17,11 @@ text.
 from __future__ import annotations
 
 import io
+import os
 import re
+from typing import Any
 
+from matplotlib import rcParams
 from matplotlib.axes import Axes
 from matplotlib.collections import PathCollection, PolyCollection
 from matplotlib.container import BarContainer
@@ -53,8 +56,10 @@ def _kind(ax: Axes) -> str:
         return "heat map"
     if any(isinstance(c, PathCollection) and len(c.get_offsets()) > 1 for c in ax.collections):
         return "scatter plot"
-    if any(isinstance(c, BarContainer) and len(c) for c in ax.containers):
-        return "bar chart"
+    bars = [c for c in ax.containers if isinstance(c, BarContainer) and len(c)]
+    if bars:
+        flat = all(getattr(c, "orientation", None) == "horizontal" for c in bars)
+        return "horizontal bar chart" if flat else "bar chart"
     if any(len(line.get_xdata()) > 2 for line in ax.get_lines()) or any(
         isinstance(c, PolyCollection) for c in ax.collections
     ):
@@ -122,10 +127,18 @@ class BookFigure(Figure):
             text if not text or text.endswith((".", "!", "?", "…")) else text + "."
         )
 
+    def savefig(self, fname: Any, *args: Any, **kwargs: Any) -> None:
+        """``Figure.savefig``; a PNG carries :attr:`description` (benchmarks' committed figures
+        too, so that the book's ``{figure}`` of one has its alt text)."""
+        fmt = kwargs.get("format")
+        if fmt is None and isinstance(fname, (str, os.PathLike)):
+            fmt = os.path.splitext(os.fspath(fname))[1][1:] or rcParams["savefig.format"]
+        text = self.description
+        if text and str(fmt or rcParams["savefig.format"]).lower() == "png":
+            kwargs["metadata"] = {"Description": text, **(kwargs.get("metadata") or {})}
+        super().savefig(fname, *args, **kwargs)
+
     def _repr_png_(self) -> bytes:
         buffer = io.BytesIO()
-        text = self.description
-        self.savefig(
-            buffer, format="png", dpi=100, metadata={"Description": text} if text else None
-        )
+        self.savefig(buffer, format="png", dpi=100)
         return buffer.getvalue()

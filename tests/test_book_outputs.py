@@ -54,6 +54,11 @@ def test_kinds_and_panels():
     heat.colorbar(ax.imshow([[0, 1], [1, 0]]))
     ax.set_title("who talks to whom")
     assert describe(heat) == "Heat map: who talks to whom."  # the colour bar is no panel
+    timeline = BookFigure()
+    ax = timeline.add_subplot()
+    ax.barh([0, 1], [2, 3], left=[0, 1])
+    ax.set(xlabel="time", title="1F1B")
+    assert describe(timeline) == "Horizontal bar chart along time: 1F1B."
 
 
 def test_a_figure_saying_nothing_has_no_description_until_one_is_written():
@@ -77,6 +82,10 @@ def test_the_png_carries_the_description(tmp_path):
     silent = BookFigure()
     silent.add_subplot()
     assert "Description" not in Image.open(io.BytesIO(silent._repr_png_())).text
+    fig.savefig(tmp_path / "saved.png", dpi=50)  # as the benchmarks save their figures
+    assert png_description(tmp_path / "saved.png") == fig.description
+    fig.savefig(tmp_path / "saved.svg")  # other formats as matplotlib writes them
+    assert (tmp_path / "saved.svg").read_text().startswith("<?xml")
 
 
 def _app(srcdir: Path, docname: str = "chapters/ch") -> SimpleNamespace:
