@@ -5,7 +5,8 @@ find broken.
 
 The html folder is served on a free local port; every request to another host is aborted and
 reported (the book must carry its own scripts). Per page: console and page errors, pictures
-with no size, untypeset math, raw TeX/glue/cite text, error outputs outside cells tagged
+with no size or no description (alt text), untypeset math, raw TeX/glue/cite text, Markdown
+tables and other markup left as text, the build folder's path, error outputs outside cells tagged
 ``raises-exception``, stream output split over several boxes, broken internal links and anchors,
 Colab buttons that do not open an ``.ipynb`` of the repository, and the static memory predictor
 (a control changed in the page must give the total ``predict_for_controls`` gives). Exit 1 with
@@ -33,6 +34,7 @@ from minitorch_dist.browser_check_page import (
     link_failures,
     page_failures,
     pages,
+    path_failures,
     redirect_failures,
 )
 
@@ -197,6 +199,7 @@ def check_page(browser, origin: str, html_dir: Path, page_path: str, repo_root: 
         found = page.evaluate(PAGE_JS)
         fails += page_failures(found)
         fails += link_failures(found["links"], origin, html_dir, page_path, repo_root)
+        fails += path_failures(html_dir, page_path, repo_root)
         fails += predictor_failures(page, predict)
         if page_path == CHAPTER_1 and not found["predictors"]:
             fails.append("no [data-static-predictor]: the predictor is dead without a kernel")

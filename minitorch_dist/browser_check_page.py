@@ -1,9 +1,10 @@
 """What the browser check looks at inside one page, and the checks that need only the files.
 
 ``PAGE_JS`` runs in the loaded page and returns what it finds (error outputs, split stream boxes,
-zero-size pictures, untypeset math, raw markup in the visible text, every link). ``page_failures``
-turns that into failure messages; ``link_failures`` resolves each internal link and anchor against
-the html folder, and each Colab button against the repository.
+zero-size pictures, pictures' alt texts, untypeset math, raw markup in the visible text, every
+link). ``page_failures`` turns that into failure messages; ``link_failures`` resolves each internal
+link and anchor against the html folder, and each Colab button against the repository;
+``path_failures`` reads the page's file for the build folder's path.
 """
 
 from __future__ import annotations
@@ -17,7 +18,15 @@ from urllib.parse import unquote, urlsplit
 SKIP_PAGES = {"genindex.html", "search.html", "py-modindex.html"}
 SKIP_DIRS = {"_static", "_sources", "_downloads", "_images", "_sphinx_design_static"}
 RAW_TEX = ("$$", "\\(", "\\begin{")
-RAW_MARKUP = ("{glue:", "{glue}", "{cite", "{numref", ":::")
+RAW_MARKUP = ("{glue:", "{glue}", "{cite", "{numref", ":::", "```")
+# Markup a parser left as text, by pattern: a Markdown table's delimiter row (smart quotes turn
+# its --- into em dashes), **bold**, and any other {role}`...`.
+RAW_PATTERNS = {
+    "a Markdown table as text": re.compile(r"(?:\|\s*:?(?:-{3,}|[—–]-*):?\s*){2,}\|"),
+    "raw bold '**'": re.compile(r"\*\*[^\s*][^*]{0,200}?\*\*"),
+    "a raw role": re.compile(r"\{(?!glue|cite|numref)[a-z][\w:+-]*\}`"),
+}
+IMAGE_FILE = re.compile(r"\.(?:png|jpe?g|gif|svg|webp)$|^[0-9a-f]{16,}", re.I)
 REFRESH = re.compile(r'http-equiv="refresh"\s+content="\d+;\s*url=([^"]+)"', re.I)
 COLAB = re.compile(r"https://colab\.research\.google\.com/github/[^/]+/[^/]+/blob/[^/]+/(.+)$")
 
@@ -27,7 +36,7 @@ PAGE_JS = r"""
     || document.body;
   const shown = el => !el.checkVisibility || el.checkVisibility();
   const out = {errors: [], split: [], empty: [], untypeset: 0, math: 0, rawMath: '', text: '',
-               links: [], predictors: document.querySelectorAll('[data-static-predictor]').length};
+               images: [], links: [], predictors: document.querySelectorAll('[data-static-predictor]').length};
   const cells = [...document.querySelectorAll('.cell')];
   cells.forEach((cell, i) => {
     const n = i + 1;
@@ -56,6 +65,10 @@ PAGE_JS = r"""
       out.empty.push(`${el.tagName.toLowerCase()} ${String(what).slice(0, 80)} ` +
         (broken ? 'did not load' : `is ${r.width}x${r.height} px`));
     }
+  }
+  for (const img of article.querySelectorAll('img')) {
+    if (img.getAttribute('role') !== 'presentation' && !img.closest('[aria-hidden="true"]'))
+      out.images.push({src: img.getAttribute('src') || '', alt: img.getAttribute('alt')});
   }
   for (const m of article.querySelectorAll('.math')) {
     out.math += 1;
@@ -115,7 +128,48 @@ def page_failures(found: dict) -> list[str]:
             snippet = " ".join(text[max(0, i - 30) : i + 40].split())
             kind = "TeX" if needle in RAW_TEX else "markup"
             fails.append(f"raw {kind} {needle!r} in the visible text: ...{snippet}...")
+    for what, pattern in RAW_PATTERNS.items():
+        found_all = list(pattern.finditer(text))
+        if found_all:
+            m, n = found_all[0], len(found_all)
+            snippet = " ".join(text[max(0, m.start() - 30) : m.end() + 30].split())
+            times = f" ({n} times, first: " if n > 1 else " ("
+            fails.append(f"{what} in the visible text{times}...{snippet}...)")
+    fails += image_failures(found.get("images", []))
     return fails
+
+
+def undescribed(alt: str | None, src: str = "") -> bool:
+    """Is ``alt`` no description: missing, empty, one word, a file name or a hash?"""
+    alt = (alt or "").strip()
+    name = src.rsplit("/", 1)[-1]
+    return len(alt.split()) < 2 or bool(IMAGE_FILE.search(alt)) or (bool(name) and name in alt)
+
+
+def image_failures(images: list[dict]) -> list[str]:
+    """One failure per picture whose alt text does not describe it."""
+    fails = []
+    for img in images:
+        if undescribed(img.get("alt"), img.get("src", "")):
+            src = img.get("src", "")
+            fails.append(
+                f"img {src[-60:]} has no description (alt {img.get('alt')!r}): a figure says "
+                "what it shows (BookFigure.description, or titles and axis labels)"
+            )
+    return fails
+
+
+def path_failures(html_dir: Path, page: str, repo_root: Path) -> list[str]:
+    """The build folder's path (``repo_root``, as given, resolved or under ``~``) in the page."""
+    from minitorch_dist.book_outputs import path_forms
+
+    text = (html_dir / page).read_text(encoding="utf-8", errors="replace")
+    for form in path_forms([repo_root]):
+        i = text.find(form)
+        if i >= 0:
+            snippet = " ".join(text[i : i + len(form) + 50].split())
+            return [f"shows the build folder's path {form}: {snippet}..."]
+    return []
 
 
 class _Ids(HTMLParser):

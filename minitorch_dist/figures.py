@@ -1,20 +1,33 @@
-"""The figure base every chapter draws on: a matplotlib ``Figure`` that shows itself, and the
-colours of the memory categories.
+"""The figure base every chapter draws on: a matplotlib ``Figure`` that shows itself and says what
+it shows, and the colours of the memory categories.
 
 A leaf module: it imports matplotlib and the standard library, nothing of ``minitorch_dist``, so
 any topic's ``plots`` module (``memory/plots.py``, ``precision/plots.py``, ``comm/plots.py``,
 ``recompute/plots.py`` ...) can build on it without importing another topic. Figures are built
 without pyplot: nothing is shown twice in a notebook (a figure is shown once, as the cell's value
 or through myst-nb's ``glue``), nothing leaks between figures, and tests render them headless.
+
+Every figure carries a one-sentence description, the text a screen reader reads instead of the
+picture: the one written beside the code that draws it (``fig.description = "..."``) or else one
+built from its titles, axis labels and legends (:func:`describe`). The PNG carries it in its
+``Description`` text chunk; the book (``minitorch_dist.book_outputs``) makes it the image's alt
+text.
 """
 
 from __future__ import annotations
 
 import io
+import os
+import re
+from typing import Any
 
+from matplotlib import rcParams
+from matplotlib.axes import Axes
+from matplotlib.collections import PathCollection, PolyCollection
+from matplotlib.container import BarContainer
 from matplotlib.figure import Figure
 
-__all__ = ["COLORS", "BookFigure"]
+__all__ = ["COLORS", "BookFigure", "describe"]
 
 # One colour per memory category (matplotlib's tab10), the same in every figure of the book and
 # in the memory predictor's bars, so "activations" is the same red in chapter 1 and chapter 6.
@@ -25,11 +38,105 @@ COLORS = {
     "activations": "#d62728",
     "other": "#7f7f7f",
 }
+MAX_DESCRIPTION = 400  # characters: an alt text is read aloud in full
+MAX_SERIES = 6  # legend entries named in a description
+
+_TEX_WORD = re.compile(r"\\(?:mathrm|text|mathbf|mathit|operatorname)\{([^{}]*)\}")
+
+
+def _plain(text: str) -> str:
+    """Label text as read aloud: mathtext's ``$``, backslashes and braces out, one line."""
+    text = _TEX_WORD.sub(r"\1", text)
+    text = re.sub(r"\\([A-Za-z]+)", r"\1", text).replace("$", "").replace("{", "").replace("}", "")
+    return " ".join(text.split())
+
+
+def _kind(ax: Axes) -> str:
+    if ax.images:
+        return "heat map"
+    if any(isinstance(c, PathCollection) and len(c.get_offsets()) > 1 for c in ax.collections):
+        return "scatter plot"
+    bars = [c for c in ax.containers if isinstance(c, BarContainer) and len(c)]
+    if bars:
+        flat = all(getattr(c, "orientation", None) == "horizontal" for c in bars)
+        return "horizontal bar chart" if flat else "bar chart"
+    if any(len(line.get_xdata()) > 2 for line in ax.get_lines()) or any(
+        isinstance(c, PolyCollection) for c in ax.collections
+    ):
+        return "line plot"
+    return "diagram"
+
+
+def _panel(ax: Axes) -> str:
+    """``<kind> of <ylabel> against <xlabel>: <title> (series: ...)``, or "" with nothing to say."""
+    x, y = _plain(ax.get_xlabel()), _plain(ax.get_ylabel())
+    title = "; ".join(
+        t for t in (_plain(ax.get_title(k)) for k in ("left", "center", "right")) if t
+    )
+    legend = ax.get_legend()
+    series = [_plain(t.get_text()) for t in legend.get_texts()] if legend else []
+    series = [s for s in series if s]
+    if not (x or y or title or series):
+        return ""
+    text = _kind(ax)
+    text += f" of {y} against {x}" if x and y else f" along {x}" if x else f" of {y}" if y else ""
+    if title:
+        text += f": {title}"
+    if series:
+        more = f" and {len(series) - MAX_SERIES} more" if len(series) > MAX_SERIES else ""
+        text += f" (series: {', '.join(series[:MAX_SERIES])}{more})"
+    return text
+
+
+def describe(fig: Figure) -> str:
+    """One sentence saying what ``fig`` shows: its ``description`` where one was written, else
+    built from its titles, axis labels and legends; "" where the figure says nothing of itself."""
+    written = getattr(fig, "_book_description", "")
+    if written:
+        return written
+    panels = [_panel(ax) for ax in fig.axes if ax.get_visible() and ax.get_label() != "<colorbar>"]
+    panels = [p for p in panels if p]
+    suptitle = _plain(fig.get_suptitle())
+    if not panels:
+        return f"Figure: {suptitle}." if suptitle else ""
+    if len(panels) == 1:
+        text = f"{suptitle}: {panels[0]}" if suptitle else panels[0]
+    else:
+        text = f"{suptitle}: " if suptitle else ""
+        text += f"{len(panels)} panels: " + "; ".join(panels)
+    text = text[0].upper() + text[1:]
+    if len(text) > MAX_DESCRIPTION - 1:
+        text = text[: MAX_DESCRIPTION - 2].rstrip() + "…"
+    return text if text.endswith((".", "…")) else text + "."
 
 
 class BookFigure(Figure):
     """A matplotlib Figure that shows itself as a PNG in IPython without pyplot: Jupyter and
-    myst-nb display it even where no ``%matplotlib inline`` registered a formatter."""
+    myst-nb display it even where no ``%matplotlib inline`` registered a formatter. The PNG
+    carries :attr:`description` as its ``Description`` text chunk."""
+
+    @property
+    def description(self) -> str:
+        """What the figure shows, in one sentence (written, or :func:`describe`'s)."""
+        return describe(self)
+
+    @description.setter
+    def description(self, text: str) -> None:
+        text = " ".join(str(text).split())
+        self._book_description = (
+            text if not text or text.endswith((".", "!", "?", "…")) else text + "."
+        )
+
+    def savefig(self, fname: Any, *args: Any, **kwargs: Any) -> None:
+        """``Figure.savefig``; a PNG carries :attr:`description` (benchmarks' committed figures
+        too, so that the book's ``{figure}`` of one has its alt text)."""
+        fmt = kwargs.get("format")
+        if fmt is None and isinstance(fname, (str, os.PathLike)):
+            fmt = os.path.splitext(os.fspath(fname))[1][1:] or rcParams["savefig.format"]
+        text = self.description
+        if text and str(fmt or rcParams["savefig.format"]).lower() == "png":
+            kwargs["metadata"] = {"Description": text, **(kwargs.get("metadata") or {})}
+        super().savefig(fname, *args, **kwargs)
 
     def _repr_png_(self) -> bytes:
         buffer = io.BytesIO()

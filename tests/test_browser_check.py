@@ -47,7 +47,9 @@ CLEAN = f"""
 <p>See <a href="other.html#there">there</a>, <a href="#top">the top</a>, and
 <span class="math"><mjx-container>x</mjx-container></span>.</p>
 <a href="https://colab.research.google.com/github/org/repo/blob/main/labs/lab.ipynb">Colab</a>
-<figure><img src="pic.svg" alt="a picture"></figure>
+<figure><img src="pic.svg" alt="A black square on white."></figure>
+<table><tr><th>method</th><th>bytes</th></tr><tr><td>ring</td><td>12</td></tr></table>
+<p>A range |x| - |y| and a 1 - 2 | 3 - 4 | 5 split stay prose.</p>
 <div class="cell docutils container"><div class="cell_output docutils container">
   <div class="output stream highlight-myst-ansi notranslate"><pre>line 1\nline 2</pre></div>
   <div class="output stderr highlight-myst-ansi notranslate"><pre>a warning</pre></div>
@@ -202,6 +204,65 @@ def test_raw_tex_and_untypeset_math(browser, tmp_path):
         "1 of 1 math elements not typeset by MathJax (first: '\\\\(s = 4096\\\\)')" in f
         for f in fails
     ), fails
+
+
+@pytest.mark.parametrize("row", ["|---|---:|", "| — | —: |", "|:---|:---:|---|", "|—|—:|—:|"])
+def test_markdown_table_left_as_text(browser, tmp_path, row):
+    # what myst-nb shows for IPython.display.Markdown("| a | b |\n|---|---:|...") parsed as
+    # CommonMark: one paragraph of pipes (smart quotes make the dashes em dashes)
+    body = f"<p>| operator | calls |\n{row}\n| matmul | 12 |</p>"
+    only(
+        check(browser, tmp_path, body),
+        "a Markdown table as text in the visible text (...| operator",
+    )
+    twice = check(browser, tmp_path, body + body.replace("matmul", "add"))
+    only(twice, "a Markdown table as text in the visible text (2 times, first: ...")
+
+
+@pytest.mark.parametrize(
+    ("text", "what"),
+    [
+        ("the **second** copy", "raw bold '**'"),
+        ("see {numref}`fig-ring`", "'{numref'"),
+        ("see {doc}`chapter 5 <05>`", "a raw role"),
+        ("```python x = 1 ```", "'```'"),
+        (":::{note} a call-out :::", "':::'"),
+    ],
+)
+def test_other_raw_markup(browser, tmp_path, text, what):
+    only(check(browser, tmp_path, f"<p>{text}</p>"), what)
+
+
+@pytest.mark.parametrize(
+    "alt",
+    [
+        None,  # no alt at all
+        "",
+        "../_images/29a8c84a1f0e3b2d9c7a6e5f4b3c2d1e.png",  # what Sphinx writes for myst-nb's images
+        "29a8c84a1f0e3b2d9c7a6e5f4b3c2d1e",
+        "figure",  # one word says nothing
+        "Memory of pic.svg",  # the file's name
+    ],
+)
+def test_image_without_a_description(browser, tmp_path, alt):
+    img = '<img src="pic.svg">' if alt is None else f'<img src="pic.svg" alt="{alt}">'
+    only(check(browser, tmp_path, f"<figure>{img}</figure>"), "has no description")
+
+
+def test_hidden_image_without_a_description(browser, tmp_path):
+    body = '<details><summary>more</summary><img src="pic.svg" alt="pic.svg"></details>'
+    only(check(browser, tmp_path, body), "img pic.svg has no description (alt 'pic.svg')")
+
+
+def test_build_folder_path_in_the_page(browser, tmp_path):
+    repo = tmp_path / "repo"
+    body = f"<pre>File {repo}/minitorch_dist/tensor_parallel/cost.py:80, in kv_heads()</pre>"
+    assert check(browser, tmp_path, body) == [
+        f"page.html: shows the build folder's path {repo}: {repo}"
+        "/minitorch_dist/tensor_parallel/cost.py:80, in kv_..."
+    ]
+    relative = "<pre>File minitorch_dist/tensor_parallel/cost.py:80, in kv_heads()</pre>"
+    assert check(browser, tmp_path, relative) == []
 
 
 def test_zero_size_and_broken_images(browser, tmp_path):

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from minitorch_dist.browser_check_page import undescribed
 from minitorch_dist.memory import llama_activation_bytes, model_state_bytes, predict
 from minitorch_dist.memory.plots import (
     budget_table,
@@ -178,6 +179,7 @@ def test_figures_render_headless_and_deterministically():
         assert fig.axes and fig.axes[0].get_title(), f"{name}: no titled axes"
         assert png(make()) == first, f"{name} is not deterministic"
         assert fig._repr_png_().startswith(b"\x89PNG"), f"{name}: Jupyter cannot show it"
+        assert not undescribed(fig.description), f"{name}: no description {fig.description!r}"
 
 
 def test_timeline_figure_labels_phases_and_peak():

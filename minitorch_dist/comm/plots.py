@@ -143,6 +143,10 @@ def plot_collectives(states: dict[str, list[tuple[list[Cell], list[Cell]]]]) -> 
         for ax in (left, right):
             ax.set_xlabel("chunk", fontsize=7, labelpad=1)
     fig.tight_layout()
+    fig.description = (
+        f"Grids of ranks by chunks before and after {', '.join(states)}: which ranks' data "
+        "each rank holds in each chunk, before the collective and after it."
+    )
     return fig
 
 
@@ -191,6 +195,11 @@ def plot_ring(n: int = 4) -> Figure:
         if ax not in (axes[0][0], axes[1][0]):
             ax.set_yticks([])
     fig.subplots_adjust(left=0.1, right=0.99, top=0.92, bottom=0.07)
+    fig.description = (
+        f"The ring all-reduce on {n} ranks step by step: the start, {n - 1} reduce-scatter "
+        f"steps, then {n - 1} all-gather steps, each a grid of ranks by chunks naming the ranks "
+        "summed into each chunk, with the chunks sent to the right neighbour outlined."
+    )
     return fig
 
 

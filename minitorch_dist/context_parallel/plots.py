@@ -39,6 +39,12 @@ def plot_layouts(positions: Mapping[str, Sequence[Sequence[int]]]) -> BookFigure
     ax.set_yticks(range(len(positions)), list(positions))
     ax.invert_yaxis()
     ax.set_xlabel("token position (the number on a piece: the rank that holds it)")
+    s = 1 + max(int(p) for per_rank in positions.values() for pos in per_rank for p in pos)
+    fig.description = (
+        f"Token positions 0 to {s - 1} split over ranks by each layout "
+        f"({', '.join(positions)}): one strip per layout, each piece coloured and numbered by "
+        "the rank that holds it."
+    )
     return fig
 
 

@@ -64,6 +64,10 @@ def plot_bit_layouts(formats: Sequence[str | FloatFormat]) -> Figure:
     ax.axis("off")
     ax.set_title("Bit layouts: sign | exponent | mantissa (numbers: field widths)")
     fig.tight_layout()
+    fig.description = "Bit layouts of " + ", ".join(
+        f"{f.name} (sign 1, exponent {f.exponent_bits}, mantissa {f.mantissa_bits} bits)"
+        for f in fmts
+    )
     return fig
 
 
