@@ -1,6 +1,6 @@
 """Hybrid context parallelism: Ulysses inside a node, the ring across nodes.
 
-USP (Fang and Zhao 2024, "USP: A Unified Sequence Parallelism Approach", section 3) and
+USP (Fang and Zhao 2024, "USP: A Unified Sequence Parallelism Approach") and
 Megatron-LM's ``cp_comm_type="a2a+p2p"`` (Transformer Engine's hierarchical context
 parallelism) arrange the ``c = u * r`` ranks of a context-parallel group as a grid: ``u`` ranks
 (one node, fast links) form a Ulysses group, ``r`` such groups form the ring. Rank

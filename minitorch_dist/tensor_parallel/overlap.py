@@ -5,8 +5,8 @@ Each tensor-parallel region (attention, MLP) is entered through a column-paralle
 (wq/wk/wv; w1/w3) whose backward computes the input gradient ``dX = dY W^T`` and the weight
 gradient ``dW = X^T dY``, and then all-reduces ``dX`` over the ``t`` ranks (the ``f`` operator).
 Nothing waits for ``dW``, so Megatron-LM starts the all-reduce as soon as ``dX`` is ready and
-computes ``dW`` meanwhile (Shoeybi et al. 2019 / Narayanan et al. 2021's implementation,
-``async_grad_allreduce``; with sequence parallelism the same trick hides the reduce-scatter).
+computes ``dW`` meanwhile (Megatron Core's ``LinearWithGradAccumulationAndAsyncCommunication``;
+with sequence parallelism the same trick hides the reduce-scatter).
 Without that, the all-reduce sits between the two products.
 
 The simulation runs two streams, compute and communication, on one rank, in the order of the
@@ -21,7 +21,7 @@ collective's kernels take some of the SMs: real gains are smaller).
 
 :func:`collective_matmul` does the same for an all-gather followed by a product (sequence
 parallelism's forward): decomposed into ``t`` chunks (Wang et al. 2023, "Overlap
-communication with dependent computation via decomposition", section 4; PyTorch's async TP),
+communication with dependent computation via decomposition"; PyTorch's async TP),
 each chunk's product runs while the next shard travels.
 """
 
