@@ -5,7 +5,8 @@
 
 Modules: ``layout`` (contiguous and zig-zag shards, positions), ``blocks`` (one block of
 attention and the online-softmax merge), ``ring`` (ring attention as an autograd Function),
-``alternatives`` (all-gather K/V and Ulysses), ``cost`` (bytes, causal work, overlap; pure
+``alternatives`` (all-gather K/V and Ulysses), ``hybrid`` (Ulysses inside a node, the ring
+across: USP), ``cost`` (bytes, causal work, overlap; pure
 formulas), ``model`` (the tiny Llama with context parallelism, against the reference),
 ``measure`` (per-rank memory, time, bytes and work). The figures live in
 ``minitorch_dist.context_parallel.plots`` (not imported here).
@@ -21,12 +22,19 @@ from minitorch_dist.context_parallel.cost import (
     allgather_bytes_per_rank,
     causal_work,
     hidden,
+    hybrid_cp_bytes,
     min_tokens_per_rank,
     overlap_fraction,
     ring_bytes_per_rank,
     ring_step_times,
     ulysses_bytes_per_rank,
     work_imbalance,
+)
+from minitorch_dist.context_parallel.hybrid import (
+    HybridGroups,
+    hybrid_attention,
+    hybrid_groups,
+    hybrid_order,
 )
 from minitorch_dist.context_parallel.layout import (
     LAYOUTS,
@@ -74,6 +82,11 @@ __all__ = [
     "causal_work",
     "chunk_ids",
     "hidden",
+    "HybridGroups",
+    "hybrid_attention",
+    "hybrid_cp_bytes",
+    "hybrid_groups",
+    "hybrid_order",
     "merge_partials",
     "min_tokens_per_rank",
     "overlap_fraction",

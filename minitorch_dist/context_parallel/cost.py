@@ -37,6 +37,7 @@ __all__ = [
     "allgather_bytes_per_rank",
     "causal_work",
     "hidden",
+    "hybrid_cp_bytes",
     "min_tokens_per_rank",
     "overlap_fraction",
     "ring_bytes_per_rank",
@@ -90,6 +91,26 @@ def ulysses_bytes_per_rank(
     q_block = _kv_block(batch, heads, seq, head_dim, cp, bytes_per_element)  # q and out
     kv_block = _kv_block(batch, kv_heads, seq, head_dim, cp, bytes_per_element)  # k and v
     return (cp - 1) * (q_block + kv_block) // cp
+
+
+def hybrid_cp_bytes(
+    batch: int, heads: int, kv_heads: int, seq: int, head_dim: int, u: int, r: int, *,
+    bytes_per_element: int = 2, backward: bool = False,
+) -> int:  # fmt: skip
+    """Bytes ONE rank sends in hybrid (USP, Megatron-LM's ``a2a+p2p``) attention over
+    ``c = u r`` ranks, forward (or ``backward=True``): Ulysses' four all-to-alls over ``u``
+    ranks, ``(u - 1) / u b (s/c) d p (2H + 2KV)`` (:func:`ulysses_bytes_per_rank` at a
+    sequence of ``s/r`` over ``u`` ranks), plus the ring over ``r`` ranks on ``KV/u`` heads and
+    ``s/r`` tokens, ``(r - 1) 2 b (KV/u) (s/r) d p``, twice that backward
+    (:func:`ring_bytes_per_rank`). ValueError unless u divides H and KV."""
+    check_int("u", u)
+    check_int("r", r)
+    check_divisible("heads", heads, "u", u)
+    kv_local = check_divisible("kv_heads", kv_heads, "u", u)
+    ring_seq = check_divisible("seq", seq, "r", r)
+    kw = dict(bytes_per_element=bytes_per_element, backward=backward)
+    a2a = ulysses_bytes_per_rank(batch, heads, kv_heads, ring_seq, head_dim, u, **kw)
+    return a2a + ring_bytes_per_rank(batch, kv_local, seq, head_dim, r, **kw)
 
 
 def causal_work(rank: int, cp: int, *, layout: str = "zigzag") -> int:

@@ -8,7 +8,8 @@ sequence parallelism (Korthikanti et al. 2022), applied to the tiny Llama as a t
 Modules: ``functions`` (the region-crossing autograd Functions), ``layers`` (Column/Row
 parallel linears), ``vocab`` (embedding, head, cross-entropy), ``sequence`` (replicated norm
 gradients), ``model`` (the transform), ``cost`` (bytes sent and stored, closed forms),
-``measure`` (against the reference, CommCounter and the memory tracker).
+``measure`` (against the reference, CommCounter and the memory tracker), ``overlap`` (a
+timeline of a layer's backward with and without the overlapped all-reduce; collective matmul).
 
 Names beyond the chapter-7 API contract of the README (none of them renames a contract name):
 - ``vocab_parallel_cross_entropy(..., *, vocab_size=None)``: keyword that masks padded columns.
@@ -61,6 +62,7 @@ from minitorch_dist.tensor_parallel.model import (
     tp_loss_fn,
     tp_shards,
 )
+from minitorch_dist.tensor_parallel.overlap import collective_matmul, tp_backward_timeline
 from minitorch_dist.tensor_parallel.rng import tp_generators
 from minitorch_dist.tensor_parallel.sequence import (
     reduce_norm_grads,
@@ -86,6 +88,7 @@ __all__ = [
     "VocabParallelEmbedding",
     "apply_tensor_parallel",
     "check_tp_config",
+    "collective_matmul",
     "compare_with_reference",
     "copy_to_tp",
     "count_tp_bytes",
@@ -102,6 +105,7 @@ __all__ = [
     "sequence_parallel_norms",
     "tp_activation_breakdown",
     "tp_activation_bytes",
+    "tp_backward_timeline",
     "tp_comm_bytes",
     "tp_generators",
     "tp_group_of",
