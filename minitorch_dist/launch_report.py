@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import re
+import weakref
 from dataclasses import dataclass
 from typing import Any
 
@@ -71,7 +72,9 @@ class _Report:
     waits_for: tuple[int, ...] = ()  # ranks a timed-out receive waited on (peers_waited_on)
 
 
-_waiting: dict[int, Any] = {}  # this rank's receives still open: id -> (work or None, peer)
+# this rank's receives still open: id -> (weak reference to the work, or None for a blocking recv;
+# peer). Weak: holding the work would hold its receive buffer, which a pipeline stage must drop.
+_waiting: dict[int, Any] = {}
 
 
 def watch_receives() -> None:
@@ -90,12 +93,13 @@ def watch_receives() -> None:
 
     def watched_batch(p2p_op_list: Any) -> Any:
         works = batch(p2p_op_list)
-        for key in [k for k, (w, _) in _waiting.items() if w is not None and w.is_completed()]:
-            del _waiting[key]
+        for key, (ref, _) in list(_waiting.items()):
+            if ref is not None and (ref() is None or ref().is_completed()):
+                del _waiting[key]  # completed, or dropped by its owner
         if len(works) == len(p2p_op_list):  # gloo: one work per op, in order
             for work, op in zip(works, p2p_op_list):
                 if getattr(op.op, "__name__", "") == "irecv":
-                    _waiting[id(work)] = (work, op.peer)
+                    _waiting[id(work)] = (weakref.ref(work), op.peer)
         return works
 
     dist.recv, dist.batch_isend_irecv = watched_recv, watched_batch
@@ -125,7 +129,14 @@ def peers_waited_on(error: BaseException) -> tuple[int, ...]:
     when the error is no timeout or nothing says."""
     if not _TIMEOUT.search(str(error)):
         return ()
-    peers = [peer for work, peer in _waiting.values() if work is None or not _succeeded(work)]
+    open_works = [
+        (None if ref is None else ref(), ref is None, peer) for ref, peer in _waiting.values()
+    ]
+    peers = [
+        peer
+        for work, blocking, peer in open_works
+        if blocking or (work is not None and not _succeeded(work))
+    ]
     tb = error.__traceback__
     while tb is not None:
         for name, value in tb.tb_frame.f_locals.items():

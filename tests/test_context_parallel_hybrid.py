@@ -1,7 +1,7 @@
 """Hybrid context parallelism (USP, Megatron-LM's ``a2a+p2p``): Ulysses over u ranks, the ring
 over r, on 4 emulated ranks (u = r = 2), against full causal attention in fp64, bytes counted
-against ``hybrid_cp_bytes``. The shards are cut here by plain index arithmetic over all
-c = u r ranks, not by the package's ``shard_sequence``."""
+against ``hybrid_cp_bytes``. The shards over all c = u r ranks are cut by the package's
+``shard_sequence`` (lab08.4's zig-zag: an edition ships no second copy of it)."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from minitorch_dist.context_parallel import (
     hybrid_groups,
     hybrid_order,
     ring_bytes_per_rank,
+    shard_sequence,
     ulysses_bytes_per_rank,
 )
 
@@ -25,14 +26,8 @@ LAYOUTS = ["contiguous", "zigzag"]
 
 
 def _layout(x: torch.Tensor, rank: int, cp: int, layout: str, dim: int = 2) -> torch.Tensor:
-    n = x.shape[dim]
-    if layout == "contiguous":
-        idx = torch.arange(rank * n // cp, (rank + 1) * n // cp)
-    else:
-        c = n // (2 * cp)
-        idx = torch.cat([torch.arange(rank * c, (rank + 1) * c),
-                         torch.arange((2 * cp - 1 - rank) * c, (2 * cp - rank) * c)])  # fmt: skip
-    return x.index_select(dim, idx)
+    """This rank's shard under ``layout``: the package's own ``shard_sequence`` (lab08.4)."""
+    return shard_sequence(x, rank, cp, layout=layout, dim=dim)
 
 
 def _inputs(heads: int = 4, kv_heads: int = 2, s: int = 32, d: int = 8, b: int = 2):

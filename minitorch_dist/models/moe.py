@@ -22,15 +22,16 @@ through the block's residual connection, outside this module). ``capacity_factor
 dropless.
 
 The parameter counts and presets live in :mod:`minitorch_dist.models.moe_configs` and are
-re-exported here. The routing and the capacity are lab 10's tasks: the block calls
-``minitorch_dist.expert_parallel``'s ``top_k_route`` (lab10.1), ``expert_capacity`` and
-``apply_capacity`` (lab10.2), and :func:`route`, :func:`slots_for` and :func:`capacity_keep` are
-kept as names for them. So a student edition ships no second copy of those answers: until the
-tasks are done the block raises their ``NotImplementedError``, and the graded tests check the
-tasks against stored, hand-worked values.
+re-exported here. :func:`route`, :func:`slots_for` and :func:`capacity_keep` are the reference's
+own routing and capacity: lab 10 rebuilds them in ``minitorch_dist.expert_parallel``
+(``top_k_route``, ``expert_capacity``, ``apply_capacity``), and the tests check both against the
+same hand-worked examples, so the single-process reference never runs the reader's code.
 """
 
 from __future__ import annotations
+
+import math
+from fractions import Fraction
 
 import torch
 import torch.nn.functional as F
@@ -74,34 +75,34 @@ def route(
     probs: torch.Tensor, top_k: int, *, normalize: bool = True
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """The k largest of ``probs`` (T, E) per row, ties to the lower index: (weights, experts),
-    each (T, k), weights renormalised over the k when ``normalize``. Lab 10's
-    ``top_k_route`` (task lab10.1) does the work, on ``log(probs)`` as logits."""
-    from minitorch_dist.expert_parallel.router import top_k_route  # lab10.1
-
-    weights, experts, _ = top_k_route(probs.log(), top_k, normalize=normalize)
-    return weights, experts
+    each (T, k), weights renormalised over the k when ``normalize``."""
+    check_top_k(top_k, probs.shape[-1])
+    order = torch.sort(probs, dim=-1, descending=True, stable=True).indices[:, :top_k]  # (T, k)
+    weights = probs.gather(-1, order)  # (T, k)
+    if normalize:
+        weights = weights / weights.sum(-1, keepdim=True)
+    return weights, order
 
 
 def slots_for(tokens: int, experts: int, capacity_factor: float, top_k: int = 1) -> int:
     """C = ceil(T k cf / E), with cf read as the decimal it prints as (1.1 is 11/10, so T=1000,
-    E=10 gives 110 slots, not 111): lab 10's ``expert_capacity`` (task lab10.2)."""
-    from minitorch_dist.expert_parallel.capacity import expert_capacity  # lab10.2
-
-    return expert_capacity(tokens, experts, capacity_factor, top_k=top_k)
+    E=10 gives 110 slots, not the 111 that float rounding of 1000 / 10 * 1.1 would give)."""
+    cf = Fraction(repr(float(capacity_factor)))
+    return math.ceil(Fraction(tokens * top_k, experts) * cf)
 
 
 def capacity_keep(expert_indices: torch.Tensor, experts: int, capacity: int) -> torch.Tensor:
     """Keep mask (T, k): a choice is kept when fewer than ``capacity`` earlier choices (in token
-    order, then slot order) went to the same expert: lab 10's ``apply_capacity`` (lab10.2)."""
-    from minitorch_dist.expert_parallel.capacity import apply_capacity  # lab10.2
-
-    return apply_capacity(expert_indices, experts, capacity)
+    order, then slot order) went to the same expert."""
+    flat = expert_indices.reshape(-1)  # (T*k,) token-major
+    onehot = F.one_hot(flat, experts)  # (T*k, E)
+    position = (onehot.cumsum(0) * onehot).sum(-1) - 1  # place in its expert's queue
+    return (position < capacity).view_as(expert_indices)
 
 
 class Router(nn.Module):
     """gate: Linear(h, E, no bias); forward(x (T, h)) -> (weights (T, k), experts (T, k),
-    probs (T, E)), computed in ``router_dtype``, the input's dtype or fp32, whichever is widest
-    (lab 10's ``top_k_route``, task lab10.1)."""
+    probs (T, E)), computed in ``router_dtype`` or the input's dtype, whichever is wider."""
 
     def __init__(
         self,
@@ -120,9 +121,9 @@ class Router(nn.Module):
     def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         dtype = torch.promote_types(x.dtype, self.router_dtype)  # fp32 for a bf16 model
         logits = F.linear(x.to(dtype), self.gate.weight.to(dtype))  # (T, h) @ (h, E) -> (T, E)
-        from minitorch_dist.expert_parallel.router import top_k_route  # lab10.1
-
-        return top_k_route(logits, self.top_k, normalize=self.normalize)  # softmax, top k
+        probs = logits.softmax(dim=-1)  # (T, E)
+        weights, experts = route(probs, self.top_k, normalize=self.normalize)
+        return weights, experts, probs
 
 
 class Expert(nn.Module):
