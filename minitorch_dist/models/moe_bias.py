@@ -34,12 +34,13 @@ import torch.nn.functional as F
 from torch import nn
 
 from minitorch_dist.checks import check_int, check_positive
+from minitorch_dist.models.moe import Router
 from minitorch_dist.models.moe_configs import check_top_k
 
 __all__ = ["BiasedRouter", "biased_routers", "sequence_balance_loss", "update_routing_bias"]
 
 
-class BiasedRouter(nn.Module):
+class BiasedRouter(Router):
     """gate: Linear(h, E, no bias) and ``bias`` (E,), a buffer; forward(x (T, h)) -> (weights
     (T, k), experts (T, k), probs (T, E)) as ``Router``'s, the experts chosen by probs + bias
     (ties to the lower index), the weights taken from the unbiased probs."""
@@ -53,10 +54,7 @@ class BiasedRouter(nn.Module):
         normalize: bool = True,
         router_dtype: torch.dtype = torch.float32,
     ) -> None:
-        super().__init__()
-        self.experts, self.top_k = experts, check_top_k(top_k, experts)
-        self.normalize, self.router_dtype = normalize, router_dtype
-        self.gate = nn.Linear(hidden, experts, bias=False)
+        super().__init__(hidden, experts, top_k, normalize=normalize, router_dtype=router_dtype)
         self.register_buffer("bias", torch.zeros(experts))  # moved by update_routing_bias only
         self.register_buffer("load", torch.zeros(experts, dtype=torch.long), persistent=False)
 
