@@ -4,11 +4,11 @@ each sequence's tokens.
     apply_context_parallel(model, group, layout="zigzag")            # in place
     logits = model(shard_sequence(tokens, rank, cp, dim=1))          # this rank's tokens only
 
-Three things change, none of them in the model's code (the transform swaps classes, as
-tensor parallelism does): each Block's attention core becomes ring attention over ``group``;
-RoPE rotates each token by its position in the WHOLE sequence (:func:`shard_positions`), not
-by its place in the shard; and after backward each weight's gradient is averaged over the group
-(every rank's loss is the mean over its own ``s / cp`` tokens, so the mean of the ranks' losses is
+Three things change, none of them in the model's code: each Block's attention core becomes ring
+attention over ``group``; RoPE rotates each token by its position in the WHOLE sequence
+(:func:`shard_positions`), not by its place in the shard (the transform sets the model's
+``positions`` hook, :class:`ShardPositions`); and after backward each weight's gradient is
+averaged over the group (every rank's loss is the mean over its own ``s / cp`` tokens, so the mean of the ranks' losses is
 the global mean, and the average of their gradients its gradient). With data parallelism too,
 ``grad_group`` is the dp x cp group (Megatron-LM reduces weight gradients over both).
 
@@ -18,13 +18,14 @@ and needs nothing: the labels are sharded like the tokens (:func:`cp_split`).
 
 from __future__ import annotations
 
-from typing import Any
+import warnings
+from typing import Any, TypeVar
 
 import torch
 import torch.distributed as dist
 from torch import nn
 
-from minitorch_dist.checks import check_choice
+from minitorch_dist.checks import check_bool, check_choice
 from minitorch_dist.context_parallel.layout import LAYOUTS, shard_positions, shard_sequence
 from minitorch_dist.context_parallel.ring import ring_attention
 from minitorch_dist.models.llama import Llama
@@ -34,6 +35,7 @@ __all__ = [
     "ContextParallelCore",
     "ContextParallelLlama",
     "LayoutShard",
+    "ShardPositions",
     "apply_context_parallel",
     "average_grads",
     "cp_split",
@@ -46,6 +48,9 @@ def _size(group: Any) -> int:
 
 def _rank(group: Any) -> int:
     return dist.get_rank(group) if dist.is_initialized() else 0
+
+
+M = TypeVar("M", bound=nn.Module)
 
 
 class ContextParallelCore(nn.Module):
@@ -61,20 +66,31 @@ class ContextParallelCore(nn.Module):
         return self.attention(q, k, v, group=self.group, layout=self.layout)
 
 
+class ShardPositions:
+    """The RoPE positions hook (:meth:`Llama.rope_at`) of a context-parallel model: this rank's
+    ``length`` tokens are the tokens ``shard_positions(seq_len, rank, cp, layout)`` of the whole
+    sequence, whose length is ``seq_len`` if given, else ``length * cp``."""
+
+    def __init__(self, group: Any, layout: str, seq_len: int | None = None) -> None:
+        self.group, self.layout, self.seq_len = group, layout, seq_len
+
+    def __call__(self, length: int) -> tuple[int, torch.Tensor]:
+        cp, rank = _size(self.group), _rank(self.group)
+        seq_len = length * cp if self.seq_len is None else self.seq_len  # the whole sequence
+        return seq_len, shard_positions(seq_len, rank, cp, layout=self.layout)  # (s/cp,)
+
+
 class ContextParallelLlama(Llama):
-    """A Llama whose forward takes this rank's shard of the tokens (b, s/cp) and returns its
-    logits (b, s/cp, V); RoPE uses the tokens' positions in the whole sequence."""
+    """Deprecated: ``apply_context_parallel(Llama(config), group, layout=...)`` builds the same
+    model (a Llama whose forward takes this rank's shard of the tokens (b, s/cp) and returns its
+    logits (b, s/cp, V)); this class only calls it."""
 
-    cp_group: Any
-    layout: str
-
-    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
-        cp, rank = _size(self.cp_group), _rank(self.cp_group)
-        seq_len = tokens.shape[1] * cp  # the whole sequence
-        x = self.embed_tokens(tokens)  # (b, s/cp, h)
-        cos, sin = self.rope(seq_len, tokens.device, x.dtype)  # (s, d) each
-        positions = shard_positions(seq_len, rank, cp, layout=self.layout).to(tokens.device)
-        return self.output(self.run_blocks(x, cos[positions], sin[positions]))  # (b, s/cp, V)
+    def __init__(self, config: Any, group: Any = None, *, init_std: float = 0.02,
+                 **options: Any) -> None:  # fmt: skip
+        warnings.warn("ContextParallelLlama is deprecated: use apply_context_parallel(Llama("
+                      "config), group, ...)", DeprecationWarning, stacklevel=2)  # fmt: skip
+        super().__init__(config, init_std=init_std)
+        apply_context_parallel(self, group, **options)
 
 
 def average_grads(model: nn.Module, group: Any) -> None:
@@ -92,25 +108,33 @@ def average_grads(model: nn.Module, group: Any) -> None:
 
 
 def apply_context_parallel(
-    model: Llama,
+    model: M,
     group: Any = None,
     *,
     layout: str = "zigzag",
     attention: Any = None,
     grad_group: Any = None,
-) -> ContextParallelLlama:
-    """Make ``model`` context-parallel over ``group`` (None: the default group), in place.
-    ``attention(q, k, v, *, group, layout)`` replaces each core (default ring attention; the
-    all-gather or Ulysses variants of ``alternatives`` fit too). Weight gradients are averaged
-    over ``grad_group`` (default ``group``; dp x cp with data parallelism)."""
+    seq_len: int | None = None,
+    sync_grads: bool = True,
+) -> M:
+    """Make ``model`` -- a :class:`Llama` or any part of one, such as a pipeline stage --
+    context-parallel over ``group`` (None: the default group), in place; returns it.
+
+    Each core becomes ``attention(q, k, v, *, group, layout)`` (default ring attention; the
+    all-gather or Ulysses variants of ``alternatives`` fit too), and the model's ``positions``
+    hook gives RoPE each token's place in the whole sequence (of ``seq_len`` tokens; default:
+    the shard's length times cp). With ``sync_grads`` weight gradients are averaged over
+    ``grad_group`` (default ``group``; dp x cp with data parallelism); leave it False where an
+    optimizer over dp x cp reduces them (ZeRO, chapter 11)."""
     check_choice("layout", layout, LAYOUTS)
+    check_bool("sync_grads", sync_grads)
     for block in model.layers:
         block.attn.core = ContextParallelCore(group, layout, attention)
-    model.__class__ = ContextParallelLlama
+    model.positions = ShardPositions(group, layout, seq_len)
     model.cp_group, model.layout = group, layout
-    if _size(group) > 1:
+    if sync_grads and _size(group) > 1:
         average_grads(model, group if grad_group is None else grad_group)
-    return model  # type: ignore[return-value]
+    return model
 
 
 def cp_split(layout: str = "zigzag") -> Any:

@@ -56,6 +56,8 @@ no fused kernel takes GQA, so k and v are copied to all H heads first (the core 
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -211,7 +213,16 @@ class Block(nn.Module):
 
 
 class Llama(nn.Module):
-    """Token ids (b, s) -> next-token logits (b, s, vocab_size)."""
+    """Token ids (b, s) -> next-token logits (b, s, vocab_size).
+
+    Two hooks let the transforms change what the forward sees without a subclass: ``positions``
+    (None, or ``positions(length) -> (seq_len, index)``: see :meth:`rope_at`; context
+    parallelism sets it) and ``sequence_shards`` (sequence parallelism over t ranks sets t: the
+    hidden states between blocks then hold 1/t of the tokens attention sees).
+    """
+
+    positions: Callable[[int], tuple[int, torch.Tensor]] | None = None
+    sequence_shards: int = 1
 
     def __init__(self, config: LlamaConfig, *, init_std: float = 0.02) -> None:
         super().__init__()
@@ -250,6 +261,22 @@ class Llama(nn.Module):
         """RoPE's cos and sin, (seq_len, head_dim) each in ``dtype``: see :func:`rope_for`."""
         return rope_for(self.config, seq_len, device, dtype)
 
+    def rope_at(
+        self, length: int, device: torch.device | str | None, dtype: torch.dtype
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """cos and sin, (length, head_dim) each, for the ``length`` tokens attention sees here.
+
+        Without a :attr:`positions` hook they are tokens 0 .. length - 1. A hook
+        ``positions(length) -> (seq_len, index)`` says that they are the tokens ``index``
+        (a (length,) integer tensor) of a sequence of ``seq_len``: the tables are made for the
+        whole sequence and indexed, once per forward (context parallelism sets one)."""
+        if self.positions is None:
+            return self.rope(length, device, dtype)  # (s, d) each
+        seq_len, index = self.positions(length)
+        cos, sin = self.rope(seq_len, device, dtype)  # (s_whole, d) each
+        index = index.to(device)
+        return cos[index], sin[index]  # (length, d) each
+
     def run_blocks(
         self,
         x: torch.Tensor,
@@ -267,10 +294,17 @@ class Llama(nn.Module):
         """Final norm and head, (b, s, h) -> logits (b, s, V): what the last stage runs last."""
         return self.head(self.norm(x))  # (b, s, V)
 
-    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
-        x = self.embed_tokens(tokens)  # (b, s, h)
-        cos, sin = self.rope(tokens.shape[1], tokens.device, x.dtype)  # shared by every block
-        return self.output(self.run_blocks(x, cos, sin))  # (b, s, V)
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Token ids (b, s) -> logits (b, s, V): the model's one forward. A part of the model
+        whose ``embed`` is None (a later pipeline stage) takes hidden states (b, s, h) instead,
+        one whose ``head`` is None returns them."""
+        # the tokens attention sees: the ids, or what arrives times the sequence-parallel shards
+        length = x.shape[1] if self.embed is not None else x.shape[1] * self.sequence_shards
+        if self.embed is not None:
+            x = self.embed_tokens(x)  # (b, s, h)
+        cos, sin = self.rope_at(length, x.device, x.dtype)  # once, shared by every block
+        x = self.run_blocks(x, cos, sin)  # (b, s, h)
+        return x if self.head is None else self.output(x)  # (b, s, V)
 
 
 def cross_entropy(

@@ -12,8 +12,9 @@ model's own modules, not copies (``stage.layers[j] is model.layers[start + j]``)
 computes exactly what the same slice of ``Llama.forward`` computes, and its parameters are the
 model's: ``stage.parameters()`` yields only this stage's share. The submodule names are the
 model's (``embed``, ``layers``, ``norm``, ``head``) with ``layers`` numbered from 0 inside the
-stage, as Megatron numbers them; ``start`` gives the offset. RoPE's tables are made per stage from
-the sequence length of what arrives, so a stage keeps no state.
+stage, as Megatron numbers them; ``start`` gives the offset. A stage is a :class:`Llama` whose missing
+parts are None, so it runs the model's one forward; RoPE's tables are made per stage from the
+sequence length of what arrives, so a stage keeps no state.
 
 With ``tie_embeddings`` the first and last stages share one weight: on one process its gradient
 accumulates from both uses; across ranks a pipeline must all-reduce it between them (Megatron's
@@ -25,26 +26,26 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import torch
 from torch import nn
 
 from minitorch_dist.checks import check_int
 from minitorch_dist.models.configs import split_layers
-from minitorch_dist.models.llama import Llama, rope_for
+from minitorch_dist.models.llama import Llama
 
 __all__ = ["LlamaStage", "split_layers", "split_model"]
 
 
-class LlamaStage(nn.Module):
+class LlamaStage(Llama):
     """Blocks ``start`` to ``stop - 1`` of ``model``, with the embedding if ``start == 0`` and
     the final norm and head if ``stop == model.config.layers``.
 
+    A Llama whose missing parts are None, so its forward is :meth:`Llama.forward` itself.
     Input: token ids (b, s) on the first stage, hidden states (b, s, h) on the others. Output:
     logits (b, s, V) on the last stage, hidden states (b, s, h) on the others.
     """
 
     def __init__(self, model: Llama, start: int, stop: int) -> None:
-        super().__init__()
+        nn.Module.__init__(self)  # not Llama.__init__: the modules are the model's, not new ones
         num_layers = model.config.layers
         check_int("start", start, minimum=0)
         check_int("stop", stop, minimum=start + 1)  # every stage holds at least one block
@@ -56,6 +57,7 @@ class LlamaStage(nn.Module):
         self.layers = nn.ModuleList(model.layers[start:stop])  # the same Block objects
         self.norm = model.norm if stop == num_layers else None
         self.head = model.head if stop == num_layers else None
+        self.positions, self.sequence_shards = model.positions, model.sequence_shards
 
     @property
     def has_embed(self) -> bool:
@@ -66,16 +68,6 @@ class LlamaStage(nn.Module):
     def has_head(self) -> bool:
         """Whether this is the last stage: it returns logits and holds the final norm and head."""
         return self.head is not None
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if self.embed is not None:
-            x = self.embed(x)  # (b, s) token ids -> (b, s, h)
-        cos, sin = rope_for(self.config, x.shape[1], x.device, x.dtype)  # (s, d) each
-        for block in self.layers:
-            x = block(x, cos, sin)  # (b, s, h)
-        if self.head is not None:
-            x = self.head(self.norm(x))  # (b, s, V)
-        return x
 
     def model_named_parameters(self) -> dict[str, nn.Parameter]:
         """This stage's parameters under the whole model's names: its ``layers.j`` is the model's

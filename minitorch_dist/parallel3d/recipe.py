@@ -4,9 +4,11 @@
     model3d = build_3d(Llama(cfg), grid, micro_batches=2, seq_len=16, lr=1e-2, max_norm=1.0)
     loss = train_step(model3d, rank_micro_batches(batch, grid, 2))
 
-Nothing here is a new technique: the pipeline cut and runtime come from chapter 9, the tensor-
-and sequence-parallel layers from chapter 7, ring attention from chapter 8 and ZeRO-1 from
-chapter 6. What this module adds is the ORDER in which they wrap the model, the GROUP each one
+Nothing here is a new technique, and no forward is defined here: the recipe calls the chapters'
+transforms -- ``apply_pipeline_parallel`` (chapter 9), ``apply_tensor_parallel`` (chapter 7),
+``apply_context_parallel`` (chapter 8) -- on the model and its stage, then ZeRO-1 (chapter 6);
+the stage runs the model's one forward. What this module adds is the ORDER in which they wrap
+the model, the GROUP each one
 talks over, and the two things that only exist once they are composed: a gradient norm that is
 reduced over the whole grid (:mod:`minitorch_dist.parallel3d.clip`) and a loss every rank knows.
 torchtitan's ``parallelize_llama`` and Megatron-LM's ``get_model`` + ``finalize_model_grads`` do
@@ -15,7 +17,6 @@ the same, in the same order.
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -24,50 +25,35 @@ import torch
 import torch.distributed as dist
 
 from minitorch_dist.checks import check_divisible, check_int
-from minitorch_dist.context_parallel import ContextParallelCore, shard_positions, shard_sequence
-from minitorch_dist.models import Llama, LlamaStage, split_layers
-from minitorch_dist.models.llama import rope_for
+from minitorch_dist.context_parallel import ShardPositions, apply_context_parallel, shard_sequence
+from minitorch_dist.models import Llama, LlamaStage
 from minitorch_dist.parallel3d.clip import ClippedZeroStage1, tp_replicated
-from minitorch_dist.pipeline import PipelineStage, make_schedule, micro_batch_list, run_schedule
+from minitorch_dist.pipeline import (
+    PipelineStage,
+    apply_pipeline_parallel,
+    micro_batch_list,
+    run_schedule,
+)
 from minitorch_dist.pipeline.schedules import Schedule
 from minitorch_dist.reference import Batch, batch_slice
-from minitorch_dist.tensor_parallel import (
-    VocabParallelEmbedding,
-    parallelize_block,
-    sequence_parallel_norms,
-    tp_loss_fn,
-    vocab_parallel_head,
-)
+from minitorch_dist.tensor_parallel import apply_tensor_parallel, tp_loss_fn
 
 __all__ = ["GridModel", "GridStage", "build_3d", "rank_micro_batches", "train_step"]
 
 
 class GridStage(LlamaStage):
-    """A pipeline stage (chapter 9's :class:`LlamaStage`) that knows the whole sequence.
-
-    The stage's input is a shard of the sequence twice over: context parallelism gives this rank
-    ``s / cp`` tokens (laid out by ``layout``), sequence parallelism cuts what flows between
-    blocks to ``s / (cp t)``. RoPE must rotate each token by its position in the WHOLE sequence,
-    so the tables are built for ``seq_len`` and indexed by this cp rank's positions (as
-    :class:`~minitorch_dist.context_parallel.ContextParallelLlama` does)."""
+    """A pipeline stage (chapter 9's :class:`LlamaStage`) that knows the whole sequence: its
+    ``positions`` hook (:class:`~minitorch_dist.context_parallel.ShardPositions`) gives RoPE this
+    cp rank's positions (laid out by ``layout``) in a sequence of ``seq_len`` tokens, which a
+    stage fed context- and sequence-parallel shards cannot read from its input's shape. Kept for
+    callers that cut by hand; :func:`build_3d` sets the same hook with ``apply_context_parallel``.
+    """
 
     def __init__(self, model: Llama, start: int, stop: int, *, seq_len: int, cp_group: Any,
                  layout: str) -> None:  # fmt: skip
         super().__init__(model, start, stop)
         self.seq_len, self.cp_group, self.layout = seq_len, cp_group, layout
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if self.embed is not None:
-            x = self.embed(x)  # (b, s/cp) ids -> (b, s/(cp t), h) under sp
-        cp, rank = dist.get_world_size(self.cp_group), dist.get_rank(self.cp_group)
-        cos, sin = rope_for(self.config, self.seq_len, x.device, x.dtype)  # (s, d) each
-        positions = shard_positions(self.seq_len, rank, cp, layout=self.layout).to(x.device)
-        cos, sin = cos[positions], sin[positions]  # once: every block keeps these for backward
-        for block in self.layers:
-            x = block(x, cos, sin)  # attention sees (b, s/cp, h)
-        if self.head is not None:
-            x = self.head(self.norm(x))  # (b, s/cp, V_p/t)
-        return x
+        self.positions = ShardPositions(cp_group, layout, seq_len)
 
 
 @dataclass
@@ -112,27 +98,18 @@ def build_3d(
     tp_group, cp_group = grid.group("tp"), grid.group("cp")
     # BEGIN SOLUTION lab11.1: cut into stages, tp inside each, cp's attention, ZeRO-1 over dp x cp
     # 1. Pipeline first: the cut is made on whole Blocks and under the model's own names, so
-    #    this rank keeps only its stage's layers and every later wrapper touches only those.
-    bounds = [0, *itertools.accumulate(split_layers(config.layers, pp))]  # first layer of each
-    p = grid.index("pp")
-    stage = GridStage(model, bounds[p], bounds[p + 1], seq_len=seq_len, cp_group=cp_group,
-                      layout=layout)  # fmt: skip
+    #    this rank keeps only its stage's layers and every later transform touches only those.
+    pipeline = apply_pipeline_parallel(model, grid.group("pp"), schedule="1f1b",
+                                       micro_batches=micro_batches)  # fmt: skip
+    (stage,) = pipeline.chunks
     # 2. Tensor (+ sequence) parallelism inside the stage, over the tp group (innermost, fast
-    #    links): norm hooks before the cut, then each block, the embedding, the head.
-    if sp:
-        sequence_parallel_norms(stage, tp_group)  # replicated norms: sum their partial grads
-    for block in stage.layers:
-        parallelize_block(block, tp_group, sp=sp)
-    if stage.embed is not None:
-        stage.embed = VocabParallelEmbedding.from_embedding(stage.embed, tp_group,
-                                                            multiple=vocab_multiple, sp=sp)  # fmt: skip
-    if stage.head is not None:
-        stage.head = vocab_parallel_head(stage.head, tp_group, multiple=vocab_multiple, sp=sp)
+    #    links): chapter 7's transform, on the stage as on a whole model.
+    apply_tensor_parallel(stage, tp_group, sp=sp, vocab_multiple=vocab_multiple)
     # 3. Context parallelism: each attention core becomes ring attention over the cp group (the
-    #    shards are whole heads of tp, so the ring runs per tp rank on its own heads).
+    #    shards are whole heads of tp, so the ring runs per tp rank on its own heads), RoPE takes
+    #    the whole sequence's positions; its gradients are left to ZeRO, which reduces over dp x cp.
     if cp > 1:
-        for block in stage.layers:
-            block.attn.core = ContextParallelCore(cp_group, layout)
+        apply_context_parallel(stage, cp_group, layout=layout, sync_grads=False)
     named = stage.model_named_parameters()  # the new (sliced) parameters, model's names
     # 4. ZeRO-1 last, over dp x cp: those ranks hold the same (tp-sliced, stage-cut) weights and
     #    saw different tokens, so their gradients are averaged -- and only theirs (never WORLD).
@@ -144,9 +121,9 @@ def build_3d(
     tokens = seq_len // cp // (tp if sp else 1)  # what one boundary message holds per row
     return GridModel(
         grid=grid,
-        stage=PipelineStage([stage], p, pp, grid.group("pp")),
+        stage=pipeline.stage,
         optimizer=optimizer,
-        schedule=make_schedule("1f1b", pp, micro_batches),
+        schedule=pipeline.schedule,
         loss_fn=tp_loss_fn(tp_group, config.vocab_size),
         activation_shape=(micro_batch_size, tokens, config.hidden),
         named=named,

@@ -8,12 +8,19 @@ Names beyond the chapter-9 API contract of the README (none renamed): ``bubble_s
 ``KINDS``, ``check_schedule``, ``ScheduleDeadlock``, ``Message``, ``message_tag``,
 ``PipelineStage.exchange/forward/backward/backward_weights``, ``logical_events``,
 ``wall_events``, ``run_pipeline``, ``build_stage``, ``stage_parameters``,
-``micro_batch_list``, ``TINY``/``DEEP`` configs, ``in_flight_over_time``, ``SendLedger`` (when
+``micro_batch_list`` (in ``build``, with the transform ``apply_pipeline_parallel``), ``TINY``/``DEEP`` configs, ``in_flight_over_time``, ``SendLedger`` (when
 a send may be waited for), ``PipelineStage.wait_sends``. The plots live in
 ``minitorch_dist.pipeline.plots`` (not imported here: the numbers stay free of matplotlib).
 """
 
 from minitorch_dist.models.configs import split_layers
+from minitorch_dist.pipeline.build import (
+    Pipeline,
+    apply_pipeline_parallel,
+    build_stage,
+    micro_batch_list,
+    stage_parameters,
+)
 from minitorch_dist.pipeline.cost import (
     bubble_fraction,
     bubble_share,
@@ -23,12 +30,9 @@ from minitorch_dist.pipeline.cost import (
 from minitorch_dist.pipeline.measure import (
     DEEP,
     TINY,
-    build_stage,
     compare_with_reference,
     count_pp_bytes,
-    micro_batch_list,
     run_pipeline,
-    stage_parameters,
 )
 from minitorch_dist.pipeline.runtime import PipelineRun, logical_events, run_schedule, wall_events
 from minitorch_dist.pipeline.schedules import (
@@ -48,12 +52,14 @@ __all__ = [
     "TINY",
     "Action",
     "Message",
+    "Pipeline",
     "PipelineRun",
     "PipelineStage",
     "Schedule",
     "ScheduleDeadlock",
     "SendLedger",
     "SimResult",
+    "apply_pipeline_parallel",
     "bubble_fraction",
     "bubble_share",
     "build_stage",

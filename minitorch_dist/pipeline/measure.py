@@ -19,14 +19,15 @@ from collections.abc import Sequence
 from typing import Any
 
 import torch
-from torch import nn
 
 from minitorch_dist.comm.counting import CommCounter
 from minitorch_dist.launcher import launch
-from minitorch_dist.models import Llama, LlamaConfig, split_layers, split_model
+from minitorch_dist.models import Llama, LlamaConfig
+
+# the building blocks live in the pipeline's core now; their old home keeps the names
+from minitorch_dist.pipeline.build import build_stage, micro_batch_list, stage_parameters
 from minitorch_dist.pipeline.runtime import run_schedule
 from minitorch_dist.pipeline.schedules import Schedule, make_schedule
-from minitorch_dist.pipeline.stage import PipelineStage
 from minitorch_dist.reference import (
     EXACT,
     TIGHT,
@@ -53,44 +54,6 @@ TINY = LlamaConfig.from_preset("tiny")  # 2 layers: pp = 2 without interleaving
 # 8 narrow layers: pp = 4, or pp = 2 and 4 with two chunks per rank (the issue's "deep" width
 # halved so that the tests stay fast on two cores)
 DEEP = LlamaConfig("deep", 256, 32, 8, 4, 2, 64, 64, 1e-5, 1e4)
-
-
-def build_stage(
-    model: nn.Module,
-    rank: int,
-    pp: int,
-    virtual_stages: int = 1,
-    *,
-    group: Any = None,
-    recv_timeout: float = 30.0,
-) -> PipelineStage:
-    """Rank ``rank``'s :class:`PipelineStage` of ``model`` cut into ``pp * virtual_stages``
-    chunks (``split_layers``; a ValueError if there are fewer layers): chunks ``rank``,
-    ``rank + pp``, ... ."""
-    layers = model.config.layers
-    if layers < pp * virtual_stages:
-        raise ValueError(f"layers={layers} < pp*virtual_stages={pp * virtual_stages}: every "
-                         "chunk needs at least one layer")  # fmt: skip
-    chunks = split_model(model, split_layers(layers, pp * virtual_stages))
-    return PipelineStage(chunks[rank::pp], rank, pp, group, recv_timeout=recv_timeout)
-
-
-def stage_parameters(stage: PipelineStage) -> dict[str, nn.Parameter]:
-    """The stage's parameters under the whole model's names: a chunk's ``layers.j`` is the
-    model's ``layers.{start + j}``; ``embed``, ``norm`` and ``head`` keep their names."""
-    named = {}
-    for chunk in stage.chunks:
-        named.update(chunk.model_named_parameters())
-    return named
-
-
-def micro_batch_list(batch: Batch, micro_batches: int) -> list[Batch]:
-    """A global batch cut into ``micro_batches`` consecutive parts, as ``grad_acc`` cuts it."""
-    inputs, targets = batch
-    if inputs.shape[0] % micro_batches:
-        raise ValueError(f"the batch ({inputs.shape[0]} rows) must divide by "
-                         f"micro_batches={micro_batches}")  # fmt: skip
-    return list(zip(inputs.chunk(micro_batches), targets.chunk(micro_batches)))
 
 
 def pipeline_rank(

@@ -18,13 +18,13 @@ one its query heads read -- and the copies' gradients are summed over the ranks 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypeVar
 
 import torch
 from torch import nn
 
 from minitorch_dist.checks import check_bool, check_divisible, check_int
-from minitorch_dist.models.llama import Attention, Block, Llama, SwiGLU
+from minitorch_dist.models.llama import Attention, Block, SwiGLU
 from minitorch_dist.reference import Shard
 from minitorch_dist.tensor_parallel.cost import kv_heads_per_rank
 from minitorch_dist.tensor_parallel.functions import (
@@ -53,6 +53,8 @@ __all__ = [
     "tp_loss_fn",
     "tp_shards",
 ]
+
+M = TypeVar("M", bound=nn.Module)
 
 
 def tp_group_of(group_or_grid: Any) -> Any:
@@ -155,17 +157,19 @@ def parallelize_block(
 
 
 def apply_tensor_parallel(
-    model: Llama,
+    model: M,
     group: Any,
     *,
     sp: bool = False,
     vocab_multiple: int = 128,
     reduce_norm_grads: bool = True,
     regather: bool = False,
-) -> Llama:
-    """Tensor-parallelise the tiny Llama over ``group`` (a process group or a ProcessGrid, whose
-    tp group is used), in place; returns ``model``, whose forward then gives this rank's logits
-    (b, s, V_p/t) over the vocabulary padded to :func:`padded_vocab_size` (``vocab_multiple``).
+) -> M:
+    """Tensor-parallelise the tiny Llama -- or any part of one, such as a pipeline stage (its
+    blocks, and its embedding and head where it has them) -- over ``group`` (a process group or a
+    ProcessGrid, whose tp group is used), in place; returns ``model``, whose forward then gives
+    this rank's logits (b, s, V_p/t) over the vocabulary padded to :func:`padded_vocab_size`
+    (``vocab_multiple``).
 
     ``sp=True`` adds sequence parallelism: the embedding's output, every norm and residual work on
     s/t tokens. The RMSNorm weights stay replicated and their gradients are all-reduced over the
@@ -184,10 +188,14 @@ def apply_tensor_parallel(
         sequence_parallel_norms(model, group)  # before the weights are cut: see lab 7
     for block in model.layers:
         parallelize_block(block, group, sp=sp, regather=regather)
-    model.embed = VocabParallelEmbedding.from_embedding(model.embed, group,
-                                                        multiple=vocab_multiple, sp=sp)  # fmt: skip
-    model.head = vocab_parallel_head(model.head, group, multiple=vocab_multiple, sp=sp)
+    if getattr(model, "embed", None) is not None:
+        model.embed = VocabParallelEmbedding.from_embedding(model.embed, group,
+                                                            multiple=vocab_multiple, sp=sp)  # fmt: skip
+    if getattr(model, "head", None) is not None:
+        model.head = vocab_parallel_head(model.head, group, multiple=vocab_multiple, sp=sp)
     model.tp_group, model.sp = group, sp
+    if sp:
+        model.sequence_shards = t  # what flows between blocks: 1/t of the tokens attention sees
     return model
 
 
