@@ -4,12 +4,15 @@
     simulate(schedule).makespan                                 # logical clock: (m + p - 1) * 3
     run = run_schedule(schedule, stage, micro_batches)          # the same lists, on real ranks
 
-Names beyond the chapter-9 API contract of the README (none renamed): ``bubble_share``, ``p2p_bytes``,
-``KINDS``, ``check_schedule``, ``ScheduleDeadlock``, ``Message``, ``message_tag``,
-``PipelineStage.exchange/forward/backward/backward_weights``, ``logical_events``,
-``wall_events``, ``run_pipeline``, ``build_stage``, ``stage_parameters``,
-``micro_batch_list`` (in ``build``, with the transform ``apply_pipeline_parallel``), ``TINY``/``DEEP`` configs, ``in_flight_over_time``, ``SendLedger`` (when
-a send may be waited for), ``PipelineStage.wait_sends``. The plots live in
+Names beyond the chapter-9 API contract of the README (none renamed): ``bubble_share``,
+``p2p_bytes``, ``KINDS``, ``check_schedule``, ``ScheduleDeadlock``, ``Message``,
+``message_tag``, ``PipelineStage.exchange/forward/backward/backward_weights``,
+``logical_events``, ``wall_events``, ``run_pipeline``, ``TINY``/``DEEP`` configs,
+``in_flight_over_time``, ``SendLedger`` (when a send may be waited for),
+``PipelineStage.wait_sends``; in ``build``, the transform ``apply_pipeline_parallel`` (a
+:class:`Pipeline`) and its blocks ``build_stage``, ``stage_parameters``, ``micro_batch_list``
+(also importable from ``measure``, their old home); in ``record``, ``RunObserver`` and
+``RunRecorder`` (what a run records, attached from outside its loop). The plots live in
 ``minitorch_dist.pipeline.plots`` (not imported here: the numbers stay free of matplotlib).
 """
 
@@ -34,6 +37,7 @@ from minitorch_dist.pipeline.measure import (
     count_pp_bytes,
     run_pipeline,
 )
+from minitorch_dist.pipeline.record import RunObserver, RunRecorder
 from minitorch_dist.pipeline.runtime import PipelineRun, logical_events, run_schedule, wall_events
 from minitorch_dist.pipeline.schedules import (
     KINDS,
@@ -55,6 +59,8 @@ __all__ = [
     "Pipeline",
     "PipelineRun",
     "PipelineStage",
+    "RunObserver",
+    "RunRecorder",
     "Schedule",
     "ScheduleDeadlock",
     "SendLedger",

@@ -26,6 +26,7 @@ from minitorch_dist.models import Llama, LlamaConfig
 
 # the building blocks live in the pipeline's core now; their old home keeps the names
 from minitorch_dist.pipeline.build import build_stage, micro_batch_list, stage_parameters
+from minitorch_dist.pipeline.record import RunRecorder
 from minitorch_dist.pipeline.runtime import run_schedule
 from minitorch_dist.pipeline.schedules import Schedule, make_schedule
 from minitorch_dist.reference import (
@@ -79,13 +80,15 @@ def pipeline_rank(
     for step, batch in enumerate(batches):
         opt.zero_grad()
         counter = CommCounter() if count and step == 0 else None
+        batches_of_step = micro_batch_list(batch, schedule.micro_batches)
+        recorder = RunRecorder()  # the wall clock and the micro-batches in flight
         if counter is not None:
             with counter:
-                run = run_schedule(schedule, stage, micro_batch_list(batch, schedule.micro_batches))
+                run = run_schedule(schedule, stage, batches_of_step, observers=[recorder])
             out["sent_to"] = dict(counter.bytes_sent_to)
             out["received_from"] = dict(counter.bytes_received_from)
         else:
-            run = run_schedule(schedule, stage, micro_batch_list(batch, schedule.micro_batches))
+            run = run_schedule(schedule, stage, batches_of_step, observers=[recorder])
         if step == 0:
             out["run"] = run
             out["grads"] = {n: p.grad.detach().clone() for n, p in named.items()}

@@ -12,18 +12,18 @@ deadlock runs here without deadlock. A send is waited for (and its tensor droppe
 message from its peer proves that the peer has posted the receive
 (:class:`~minitorch_dist.pipeline.sends.SendLedger`), the rest at the end of the step.
 
-What it records, per rank: the actions in the order they ran (``executed``), their wall-clock
-``events`` (seconds on the machine's monotonic clock, shared by forked ranks; CUDA is
-synchronised around each action), the chunk-micro-batches alive after each action
-(``in_flight``) and, with a :class:`~minitorch_dist.memory.MemoryTracker`, the activation bytes
-alive after each action (``memory``) and every category of the tracker (``breakdown``).
-:func:`logical_events` replays the executed lists on the simulator's logical clock: a
+What it returns, per rank: the losses and the actions in the order they ran (``executed``).
+Measurements are observers (:mod:`~minitorch_dist.pipeline.record`), told when each action
+starts and ends; without ``observers`` the runtime attaches a
+:class:`~minitorch_dist.pipeline.record.RunRecorder`, which fills the run's wall-clock
+``events``, the chunk-micro-batches alive after each action (``in_flight``) and, with a
+:class:`~minitorch_dist.memory.MemoryTracker` (``tracker``), the bytes after each action
+(``memory``, ``breakdown``). :func:`logical_events` replays the executed lists on the simulator's logical clock: a
 deterministic timeline of what ran, for figures that must not change between runs.
 """
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -31,6 +31,7 @@ from typing import Any
 import torch
 
 from minitorch_dist.models.llama import cross_entropy
+from minitorch_dist.pipeline.record import RunObserver, RunRecorder
 from minitorch_dist.pipeline.schedules import Action, Schedule
 from minitorch_dist.pipeline.sends import SendLedger
 from minitorch_dist.pipeline.simulate import Event, simulate
@@ -78,6 +79,7 @@ def run_schedule(
     activation_shape: Callable[[torch.Tensor], tuple[int, ...]] | None = None,
     tracker: Any = None,
     keep_sends: bool = False,
+    observers: Sequence[RunObserver] | None = None,
 ) -> PipelineRun:
     """Run ``stage.rank``'s list of ``schedule`` on ``micro_batches`` (every rank gets the same
     list of ``(inputs, targets)``: the first stage reads the inputs, the last the targets, the
@@ -85,7 +87,13 @@ def run_schedule(
     boundary (default: ``(*inputs.shape, hidden)`` with the chunk's ``config.hidden``).
     Gradients accumulate into the chunks' parameters; call ``zero_grad`` before a step.
     ``keep_sends=True`` waits for every send only at the end of the step, as the runtime's
-    first version did, so that every sent tensor stays alive until then (for comparison)."""
+    first version did, so that every sent tensor stays alive until then (for comparison).
+    ``observers`` are told when each action starts and ends (default: one
+    :class:`~minitorch_dist.pipeline.record.RunRecorder` of ``tracker``; ``[]``: none)."""
+    if observers is None:
+        observers = [RunRecorder(tracker)]
+    elif tracker is not None:
+        raise ValueError("give the tracker to an observer (RunRecorder(tracker)), not both")
     m = schedule.micro_batches
     if len(micro_batches) != m:
         raise ValueError(f"{len(micro_batches)} micro-batches given, the schedule has {m}")
@@ -129,7 +137,8 @@ def run_schedule(
         if not keep_sends:
             stage.wait_sends(ledger.received)
         recvs = []
-        start = _now(device)
+        for observer in observers:
+            observer.started(action, stage)
         if action.op == "F":
             x = inputs.to(device) if stage.is_first(c) else buf
             out = stage.forward(mb, c, x, target=targets.to(device), loss_fn=loss_fn,
@@ -153,26 +162,16 @@ def run_schedule(
                 pending = [Message(dx.contiguous(), stage.prev_rank, mb, s - 1, "gradient")]
         else:
             stage.backward_weights(mb, c, held.pop((mb, c)))
-        end = _now(device)
         # drop this action's tensors now: left to the next action's assignments, they would
         # still be alive when its receive buffer is allocated and its forward or backward runs
         x = out = dx = buf = None
         run.executed.append(action)
-        run.events.append((rank, action, start, end))
-        run.in_flight.append(stage.in_flight)
-        if tracker is not None:
-            run.breakdown.append(tracker.current())
-            run.memory.append(run.breakdown[-1]["activations"])
+        for observer in observers:
+            observer.ended(action, stage, run)
     stage.exchange(pending, [])
     stage.wait_sends()
     run.losses = [losses[i] for i in sorted(losses)]
     return run
-
-
-def _now(device: torch.device) -> float:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-    return time.monotonic()
 
 
 def logical_events(

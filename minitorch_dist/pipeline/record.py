@@ -1,0 +1,65 @@
+"""What a pipeline run records, attached from outside the runtime's loop.
+
+    run = run_schedule(schedule, stage, micro_batches, observers=[RunRecorder(tracker)])
+    run.events, run.in_flight, run.memory, run.breakdown
+
+The runtime (:func:`~minitorch_dist.pipeline.run_schedule`) executes actions; an observer is told
+when each action's compute starts and when it has ended. :class:`RunRecorder` is the one the
+runtime attaches when given none (and the one :mod:`~minitorch_dist.pipeline.measure` attaches):
+each action's wall-clock span (seconds on the machine's monotonic clock, shared by forked ranks;
+CUDA synchronised around each action), the chunk-micro-batches alive after it (``in_flight``)
+and, with a :class:`~minitorch_dist.memory.MemoryTracker`, every category of the tracker's bytes
+after it (``breakdown``) and its activation bytes (``memory``). ``observers=[]`` records none
+of these (and adds no synchronisation).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+if TYPE_CHECKING:  # the runtime imports this module
+    from minitorch_dist.pipeline.runtime import PipelineRun
+    from minitorch_dist.pipeline.schedules import Action
+    from minitorch_dist.pipeline.stage import PipelineStage
+
+__all__ = ["RunObserver", "RunRecorder"]
+
+
+class RunObserver:
+    """Told, by :func:`run_schedule`, when each action's compute starts and when it has ended
+    (its receive done before, its send posted after). Override either; both do nothing here."""
+
+    def started(self, action: Action, stage: PipelineStage) -> None:
+        """``action`` is about to compute on ``stage`` (its input received)."""
+
+    def ended(self, action: Action, stage: PipelineStage, run: PipelineRun) -> None:
+        """``action`` has computed; ``run`` holds what ran so far, ``action`` last."""
+
+
+class RunRecorder(RunObserver):
+    """Records into the run: ``events`` ``(rank, action, start, end)`` on the wall clock,
+    ``in_flight`` after each action and, with ``tracker``, ``breakdown`` and ``memory``."""
+
+    def __init__(self, tracker: Any = None) -> None:
+        self.tracker = tracker
+        self._start = 0.0
+
+    def started(self, action: Action, stage: PipelineStage) -> None:
+        self._start = _now(stage)
+
+    def ended(self, action: Action, stage: PipelineStage, run: PipelineRun) -> None:
+        run.events.append((stage.rank, action, self._start, _now(stage)))
+        run.in_flight.append(stage.in_flight)
+        if self.tracker is not None:
+            run.breakdown.append(self.tracker.current())
+            run.memory.append(run.breakdown[-1]["activations"])
+
+
+def _now(stage: PipelineStage) -> float:
+    device = stage.parameters()[0].device
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    return time.monotonic()
