@@ -78,12 +78,6 @@ KNOWN: dict[tuple[str, str], str] = {
     ("lab09.3", "minitorch_dist/pipeline/plots.py"): (
         "a plot's count of live micro-batches over given events (one line; the task is the clock)"
     ),
-    ("lab11.1", "minitorch_dist/tensor_parallel/model.py"): (
-        "apply_tensor_parallel, chapter 7's own transform, which the solution applies per stage"
-    ),
-    ("lab11.1", "minitorch_dist/context_parallel/model.py"): (
-        "apply_context_parallel, chapter 8's own transform, which the solution applies per stage"
-    ),
     ("lab10.4", "minitorch_dist/expert_parallel/layer.py"): (
         "the capacity path (buffers of C rows, not lab10.4's sort) ends with the same combine"
     ),
