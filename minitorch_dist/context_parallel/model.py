@@ -19,7 +19,7 @@ and needs nothing: the labels are sharded like the tokens (:func:`cp_split`).
 from __future__ import annotations
 
 import warnings
-from typing import Any, TypeVar
+from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -48,9 +48,6 @@ def _size(group: Any) -> int:
 
 def _rank(group: Any) -> int:
     return dist.get_rank(group) if dist.is_initialized() else 0
-
-
-M = TypeVar("M", bound=nn.Module)
 
 
 class ContextParallelCore(nn.Module):
@@ -108,7 +105,7 @@ def average_grads(model: nn.Module, group: Any) -> None:
 
 
 def apply_context_parallel(
-    model: M,
+    model: Llama,
     group: Any = None,
     *,
     layout: str = "zigzag",
@@ -116,7 +113,7 @@ def apply_context_parallel(
     grad_group: Any = None,
     seq_len: int | None = None,
     sync_grads: bool = True,
-) -> M:
+) -> Llama:
     """Make ``model`` -- a :class:`Llama` or any part of one, such as a pipeline stage --
     context-parallel over ``group`` (None: the default group), in place; returns it.
 

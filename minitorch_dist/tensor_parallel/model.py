@@ -18,13 +18,13 @@ one its query heads read -- and the copies' gradients are summed over the ranks 
 
 from __future__ import annotations
 
-from typing import Any, TypeVar
+from typing import Any
 
 import torch
 from torch import nn
 
 from minitorch_dist.checks import check_bool, check_divisible, check_int
-from minitorch_dist.models.llama import Attention, Block, SwiGLU
+from minitorch_dist.models.llama import Attention, Block, Llama, SwiGLU
 from minitorch_dist.reference import Shard
 from minitorch_dist.tensor_parallel.cost import kv_heads_per_rank
 from minitorch_dist.tensor_parallel.functions import (
@@ -53,8 +53,6 @@ __all__ = [
     "tp_loss_fn",
     "tp_shards",
 ]
-
-M = TypeVar("M", bound=nn.Module)
 
 
 def tp_group_of(group_or_grid: Any) -> Any:
@@ -157,19 +155,20 @@ def parallelize_block(
 
 
 def apply_tensor_parallel(
-    model: M,
+    model: Llama,
     group: Any,
     *,
     sp: bool = False,
     vocab_multiple: int = 128,
     reduce_norm_grads: bool = True,
     regather: bool = False,
-) -> M:
-    """Tensor-parallelise the tiny Llama -- or any part of one, such as a pipeline stage (its
-    blocks, and its embedding and head where it has them) -- over ``group`` (a process group or a
-    ProcessGrid, whose tp group is used), in place; returns ``model``, whose forward then gives
-    this rank's logits (b, s, V_p/t) over the vocabulary padded to :func:`padded_vocab_size`
-    (``vocab_multiple``).
+) -> Llama:
+    """Tensor-parallelise the tiny Llama over ``group`` (a process group or a ProcessGrid, whose
+    tp group is used), in place; returns ``model``, whose forward then gives this rank's logits
+    (b, s, V_p/t) over the vocabulary padded to :func:`padded_vocab_size` (``vocab_multiple``).
+
+    ``model`` may be a part of the Llama, such as a pipeline stage (a :class:`LlamaStage`): its
+    blocks are cut, and its embedding and head where it has them.
 
     ``sp=True`` adds sequence parallelism: the embedding's output, every norm and residual work on
     s/t tokens. The RMSNorm weights stay replicated and their gradients are all-reduced over the
