@@ -34,7 +34,7 @@ from minitorch_dist.models import (
     split_model,
     use_moe,
 )
-from minitorch_dist.parallel3d import GridStage
+from minitorch_dist.parallel3d import GridStage, recipe
 from minitorch_dist.pipeline import (
     Pipeline,
     RunObserver,
@@ -67,6 +67,7 @@ def test_the_model_has_one_forward():
     for cls in (LlamaStage, GridStage, ContextParallelLlama):
         assert issubclass(cls, Llama)
         assert "forward" not in vars(cls), f"{cls.__name__} defines its own forward"
+    assert "def forward" not in inspect.getsource(recipe), "the 3D recipe defines a forward"
     torch.manual_seed(0)
     model = Llama(DEEP).double()
     tokens = _tokens(DEEP)
