@@ -13,7 +13,9 @@ bandwidth + messages x alpha``):
 - cp: :func:`~minitorch_dist.context_parallel.cost.ring_bytes_per_rank`, forward and backward
   (Liu et al. 2023, section 3), ``cp - 1`` messages each way per pass;
 - ep: :func:`~minitorch_dist.expert_parallel.ep_step_bytes` of a uniform dispatch
-  (:func:`~minitorch_dist.expert_parallel.all_to_all_bytes`) per MoE layer;
+  (:func:`~minitorch_dist.expert_parallel.all_to_all_bytes`) per MoE layer: four all-to-alls,
+  six under full recomputation, whose re-run forward dispatches and combines again
+  (:func:`~minitorch_dist.expert_parallel.all_to_alls_per_step`, chapter 10);
 - pp: :func:`~minitorch_dist.pipeline.p2p_bytes` sent forward and back, ``v`` times per
   micro-batch with interleaving.
 
@@ -38,6 +40,7 @@ from minitorch_dist.tensor_parallel.cost import kv_heads_per_rank
 from .config import ParallelConfig, micro_batches, strides
 from .memo import (  # the per-package closed forms, memoised (same numbers)
     all_to_all_bytes,
+    all_to_alls_per_step,
     bubble_fraction,
     ep_step_bytes,
     p2p_bytes,
@@ -101,7 +104,7 @@ def comm_bytes(
                                         hidden=llama.hidden, ep=c.ep)  # fmt: skip
         except ValueError:  # uneven tokens: the average over ranks
             dispatch = tokens * model.moe.top_k * (c.ep - 1) / c.ep * llama.hidden * 2
-        out["ep"] = m * ep_step_bytes(dispatch, moe_layers=moe_layers)
+        out["ep"] = m * ep_step_bytes(dispatch, moe_layers=moe_layers, recompute=c.recompute)
     if c.pp > 1:
         out["pp"] = m * 2 * c.v * p2p_bytes(micro_batch=b, seq_len=s, hidden=llama.hidden,
                                             tp=c.tp, sp=c.sp)  # fmt: skip
@@ -123,7 +126,7 @@ def _messages(
     return {
         "tp": m * layers * collectives * 2 * (c.tp - 1),
         "cp": m * layers * passes * (c.cp - 1),
-        "ep": m * moe_layers * 4 * (c.ep - 1),
+        "ep": m * moe_layers * all_to_alls_per_step(c.recompute) * (c.ep - 1),
         "pp": m * 2 * c.v if c.pp > 1 else 0,
     }
 
