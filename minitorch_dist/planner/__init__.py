@@ -29,7 +29,8 @@ from .published import (
     evaluate_published,
     gpt_standin,
 )
-from .search import Choice, Plan, Row, choose, divisors, layouts, plan, rank
+from .hsdp import hsdp_comm_bytes, replica_all_reduce_bytes
+from .search import Choice, Plan, Row, batch_warning, choose, divisors, layouts, plan, rank
 
 __all__ = [
     "ACTIVATIONS",
@@ -46,7 +47,10 @@ __all__ = [
     "Choice",
     "Plan",
     "Row",
+    "batch_warning",
     "choose",
+    "hsdp_comm_bytes",
+    "replica_all_reduce_bytes",
     "divisors",
     "layouts",
     "plan",
