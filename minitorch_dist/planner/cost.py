@@ -203,11 +203,12 @@ def step_time(
         after_forward = 1 - model.flops_per_token(seq_len, "none") * tokens / 3 / hardware
         window = {0: after_forward / m, 1: after_forward / m, 2: after_forward, 3: 1.0}[c.zero]
         hidden_pp, hidden_dp = min(times["pp"], compute), min(dp, window * compute)
+        share = bubble / per_step  # the bubble's share of the work, (p - 1) / (v m)
         times["pp"] -= hidden_pp
         per_step -= hidden_pp
-        bubble = per_step * bubble_fraction(c.pp, m, c.v)
+        bubble -= hidden_pp * share
         dp -= hidden_dp
-        hidden = hidden_pp * (1 + bubble_fraction(c.pp, m, c.v)) + hidden_dp
+        hidden = hidden_pp * (1 + share) + hidden_dp
     dense, expert = model.params_per_rank(tp=c.tp, pp=c.pp, ep=c.ep, stage=0)
     shard = -(-dense // c.shard) + -(-expert // (c.dp // c.ep)) if c.zero else dense + expert
     offload = 4 * shard / PCIE_BANDWIDTH if c.offload else 0.0  # 16-bit grads down, params up
