@@ -12,15 +12,14 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
-import torch.nn.functional as F
 
 from minitorch_dist.checks import check_choice, check_int
 from minitorch_dist.comm import CommCounter
 from minitorch_dist.context_parallel.alternatives import allgather_attention, ulysses_attention
 from minitorch_dist.context_parallel.cost import (
-    allgather_bytes_per_rank,
-    ring_bytes_per_rank,
-    ulysses_bytes_per_rank,
+    allgather_attention_bytes,
+    ring_attention_bytes,
+    ulysses_attention_bytes,
 )
 from minitorch_dist.context_parallel.layout import check_layout, shard_sequence
 from minitorch_dist.context_parallel.model import LayoutShard, apply_context_parallel, cp_split
@@ -28,10 +27,13 @@ from minitorch_dist.context_parallel.ring import WorkCounter, ring_attention
 from minitorch_dist.launcher import launch
 from minitorch_dist.memory.track import MemoryTracker
 from minitorch_dist.models import Llama, LlamaConfig
-from minitorch_dist.reference import (
+from minitorch_dist.reference import (  # TINY, full_cross_entropy: importable here too
+    TINY,
     Comparison,
     Run,
+    adamw,
     compare,
+    full_cross_entropy,
     make_batches,
     reference_run,
     run_training,
@@ -40,18 +42,8 @@ from minitorch_dist.reference import (
 __all__ = ["ATTENTIONS", "TINY", "attention_inputs", "compare_with_reference", "count_cp_bytes",
            "cp_runs", "full_cross_entropy", "measure_attention", "measure_work"]  # fmt: skip
 
-TINY = LlamaConfig.from_preset("tiny")
 ATTENTIONS = {"ring": ring_attention, "allgather": allgather_attention,
               "ulysses": ulysses_attention}  # fmt: skip
-
-
-def full_cross_entropy(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-    """Mean next-token loss in the logits' own dtype (fp64 stays fp64: exact comparisons)."""
-    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
-
-
-def _adamw(lr: float) -> Any:
-    return lambda params: torch.optim.AdamW(params, lr=lr, weight_decay=0.1)
 
 
 # -- the tiny Llama against the reference ---------------------------------------------------------
@@ -60,7 +52,7 @@ def _cp_rank(rank: int, cp: int, config: LlamaConfig, batches: list, layout: str
     torch.manual_seed(seed)  # the same whole model on every rank
     model = Llama(config).to(dtype)
     apply_context_parallel(model, dist.group.WORLD, layout=layout, attention=ATTENTIONS[attention])
-    opt = _adamw(lr)(model.parameters())
+    opt = adamw(lr)(model.parameters())
     return run_training(model, opt, batches, loss_fn=full_cross_entropy, rank=rank,
                         world_size=cp, split=cp_split(layout))  # fmt: skip
 
@@ -82,7 +74,7 @@ def cp_runs(
     check_choice("attention", attention, ATTENTIONS)
     check_layout(seq_len, cp, layout)
     batches = make_batches(config.vocab_size, global_batch, seq_len, steps, seed)
-    ref = reference_run(lambda: Llama(config), _adamw(lr), batches, seed=seed, dtype=dtype,
+    ref = reference_run(lambda: Llama(config), adamw(lr), batches, seed=seed, dtype=dtype,
                         loss_fn=full_cross_entropy)  # fmt: skip
     runs = launch(_cp_rank, cp, config, batches, layout, attention, dtype, lr, seed,
                   timeout=timeout)  # fmt: skip
@@ -152,9 +144,9 @@ def count_cp_bytes(
     p = torch.empty((), dtype=dtype).element_size()
     dims = (batch, kv_heads, seq, head_dim, cp)
     formula = {
-        "ring": lambda bw: ring_bytes_per_rank(*dims, bytes_per_element=p, backward=bw),
-        "allgather": lambda bw: allgather_bytes_per_rank(*dims, bytes_per_element=p, backward=bw),
-        "ulysses": lambda bw: ulysses_bytes_per_rank(batch, heads, *dims[1:],
+        "ring": lambda bw: ring_attention_bytes(*dims, bytes_per_element=p, backward=bw),
+        "allgather": lambda bw: allgather_attention_bytes(*dims, bytes_per_element=p, backward=bw),
+        "ulysses": lambda bw: ulysses_attention_bytes(batch, heads, *dims[1:],
                                                      bytes_per_element=p, backward=bw),
     }[method]  # fmt: skip
     per_rank = launch(_bytes_rank, cp, method, layout, shape, timeout=timeout)

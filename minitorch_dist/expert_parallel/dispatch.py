@@ -26,17 +26,15 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from minitorch_dist.comm.groups import group_rank, group_size
+
 __all__ = ["AllToAll", "check_splits", "combine", "dispatch", "exchange_counts"]
-
-
-def _size(group: Any) -> int:
-    return dist.get_world_size(group)
 
 
 def exchange_counts(send_counts: torch.Tensor, group: Any = None) -> torch.Tensor:
     """Counts (int64) of length n * m: chunk j (m numbers, e.g. one per expert of rank j) goes to
     rank j. Returns the n * m numbers received: chunk j came from rank j."""
-    n = _size(group)
+    n = group_size(group)
     if send_counts.numel() % n:
         raise ValueError(f"{send_counts.numel()} counts do not split into {n} equal chunks")
     # BEGIN SOLUTION lab10.3: one equal-split all-to-all of the counts
@@ -49,7 +47,7 @@ def exchange_counts(send_counts: torch.Tensor, group: Any = None) -> torch.Tenso
 def check_splits(send_splits: Sequence[int], recv_splits: Sequence[int], group: Any = None) -> None:
     """Raise a ValueError on every rank if any pair of ranks disagrees on a split: this rank's
     ``send_splits[j]`` must be rank j's ``recv_splits[me]``, and the reverse."""
-    n, me = _size(group), dist.get_rank(group)
+    n, me = group_size(group), group_rank(group)
     if len(send_splits) != n or len(recv_splits) != n:
         raise ValueError(f"need {n} send and {n} receive splits, got {len(send_splits)} and "
                          f"{len(recv_splits)}")  # fmt: skip

@@ -11,7 +11,6 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
-import torch.nn.functional as F
 
 from minitorch_dist.checks import check_choice, check_int
 from minitorch_dist.comm import CommCounter, collective_bytes
@@ -20,7 +19,15 @@ from minitorch_dist.expert_parallel.layer import apply_expert_parallel
 from minitorch_dist.launcher import launch
 from minitorch_dist.models import Llama, LlamaConfig
 from minitorch_dist.models.moe import MoEBlock, MoEConfig, moe_preset, use_moe
-from minitorch_dist.reference import Comparison, Run, make_batches, reference_run, run_training
+from minitorch_dist.reference import (  # full_cross_entropy: importable here too
+    Comparison,
+    Run,
+    adamw,
+    full_cross_entropy,
+    make_batches,
+    reference_run,
+    run_training,
+)
 
 __all__ = [
     "ROUTINGS",
@@ -36,18 +43,9 @@ TINY_MOE = moe_preset("tiny-moe")  # (LlamaConfig tiny, MoEConfig(4 experts, top
 ROUTINGS = ("uniform", "random", "skewed")
 
 
-def full_cross_entropy(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-    """The mean loss in the logits' own dtype (fp64 stays fp64: exact comparisons)."""
-    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
-
-
 def moe_llama(config: LlamaConfig, moe: MoEConfig, seed: int = 0) -> Llama:
     """The tiny Llama with every MLP swapped for a seeded :class:`MoEBlock`."""
     return use_moe(Llama(config), moe, seed=seed)
-
-
-def _adamw(lr: float) -> Any:
-    return lambda params: torch.optim.AdamW(params, lr=lr, weight_decay=0.1)
 
 
 def _ep_rank(
@@ -58,7 +56,7 @@ def _ep_rank(
     torch.manual_seed(seed)  # the same full model on every rank: each keeps its experts
     model = moe_llama(config, moe, seed).to(dtype)
     apply_expert_parallel(model, dist.group.WORLD, sync_grads=sync_grads)
-    opt = _adamw(lr)([p for p in model.parameters() if p.requires_grad])
+    opt = adamw(lr)([p for p in model.parameters() if p.requires_grad])
     return run_training(
         model, opt, batches, loss_fn=full_cross_entropy, rank=rank, world_size=ep
     )  # fmt: skip  (data parallel: rows r*gbs/ep ...)
@@ -91,7 +89,7 @@ def compare_with_reference(
     if moe.capacity_factor is not None:
         raise ValueError("the reference comparison is dropless: pass capacity_factor=None")
     batches = make_batches(config.vocab_size, global_batch, seq_len, steps, seed)
-    ref = reference_run(lambda: moe_llama(config, moe, seed), _adamw(lr), batches, seed=seed,
+    ref = reference_run(lambda: moe_llama(config, moe, seed), adamw(lr), batches, seed=seed,
                         dtype=dtype, loss_fn=full_cross_entropy)  # fmt: skip
     runs = launch(_ep_rank, ep, config, moe, batches, dtype, lr, seed, sync_grads,
                   timeout=timeout)  # fmt: skip

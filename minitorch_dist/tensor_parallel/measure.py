@@ -1,5 +1,5 @@
 """What the lab and chapter 7 call: tensor parallelism against the single-process reference, its
-bytes counted against :func:`tp_comm_bytes`, its stored activations against
+bytes counted against :func:`tp_bytes`, its stored activations against
 :func:`tp_activation_bytes`. Every function runs its ranks with :func:`minitorch_dist.launch`.
 """
 
@@ -18,9 +18,12 @@ from minitorch_dist.launcher import launch
 from minitorch_dist.memory.track import MemoryTracker
 from minitorch_dist.models import Block, Llama, LlamaConfig, rope_for
 from minitorch_dist.models.configs import padded_vocab_size
-from minitorch_dist.reference import (
+from minitorch_dist.reference import (  # TINY, full_cross_entropy: importable here too
+    TINY,
     Comparison,
     Run,
+    adamw,
+    full_cross_entropy,
     make_batches,
     param_grads,
     param_values,
@@ -30,7 +33,7 @@ from minitorch_dist.reference import (
 from minitorch_dist.tensor_parallel.cost import (
     kv_heads_per_rank,
     tp_activation_breakdown,
-    tp_comm_bytes,
+    tp_bytes,
 )
 from minitorch_dist.tensor_parallel.functions import scatter_to_sp
 from minitorch_dist.tensor_parallel.model import (
@@ -45,13 +48,6 @@ from minitorch_dist.tensor_parallel.sequence import sequence_parallel_norms
 __all__ = ["compare_with_reference", "count_tp_bytes", "full_cross_entropy",
            "measure_tp_activations", "TINY"]  # fmt: skip
 
-TINY = LlamaConfig.from_preset("tiny")
-
-
-def full_cross_entropy(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-    """The reference's mean loss in the logits' own dtype (fp64 stays fp64: exact comparisons)."""
-    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
-
 
 def _padded(tensors: dict[str, torch.Tensor], rows: int) -> dict[str, torch.Tensor]:
     """The embedding and head tensors padded with zero rows to the padded vocabulary."""
@@ -60,10 +56,6 @@ def _padded(tensors: dict[str, torch.Tensor], rows: int) -> dict[str, torch.Tens
         t = out[name]
         out[name] = torch.cat([t, t.new_zeros(rows - t.shape[0], *t.shape[1:])])
     return out
-
-
-def _adamw(lr: float) -> Any:
-    return lambda params: torch.optim.AdamW(params, lr=lr, weight_decay=0.1)
 
 
 def _tp_rank(
@@ -76,7 +68,7 @@ def _tp_rank(
     apply_tensor_parallel(model, dist.group.WORLD, sp=sp, vocab_multiple=vocab_multiple,
                           reduce_norm_grads=reduce_norm_grads, regather=regather)  # fmt: skip
     loss_fn = tp_loss_fn(dist.group.WORLD, config.vocab_size if mask_padding else None)
-    opt = _adamw(lr)(model.parameters())
+    opt = adamw(lr)(model.parameters())
     return run_training(model, opt, batches, loss_fn=loss_fn, split=None)  # whole batch
 
 
@@ -112,7 +104,7 @@ def compare_with_reference(
     check_tp_config(config, tp)
     rows = padded_vocab_size(config.vocab_size, tp, vocab_multiple)
     batches = make_batches(config.vocab_size, global_batch, seq_len, steps, seed)
-    ref = reference_run(lambda: Llama(config), _adamw(lr), batches, seed=seed, dtype=dtype,
+    ref = reference_run(lambda: Llama(config), adamw(lr), batches, seed=seed, dtype=dtype,
                         loss_fn=full_cross_entropy,
                         grads=lambda m, o: _padded(param_grads(m), rows),
                         weights=lambda m, o: _padded(param_values(m), rows))  # fmt: skip
@@ -188,7 +180,7 @@ def count_tp_bytes(
     timeout: float = 60.0,
 ) -> dict[str, Any]:
     """Count with :class:`~minitorch_dist.comm.CommCounter` what rank 0 sends in one Block's
-    forward + backward, tp-parallel over ``tp`` emulated ranks, beside :func:`tp_comm_bytes`.
+    forward + backward, tp-parallel over ``tp`` emulated ranks, beside :func:`tp_bytes`.
 
     ``recompute="full"`` checkpoints the Block and recomputes its whole forward in backward,
     as Megatron-LM does; torch's non-reentrant checkpoint would otherwise stop recomputing once
@@ -208,9 +200,9 @@ def count_tp_bytes(
     p = torch.empty((), dtype=dtype).element_size()
     shape = {"micro_batch": micro_batch, "seq_len": seq_len, "hidden": config.hidden, "tp": tp,
              "bytes_per_element": p, "recompute": recompute, "sp": sp}  # fmt: skip
-    formula = tp_comm_bytes(**shape)  # the activation path
+    formula = tp_bytes(**shape)  # the activation path
     # the re-gathers feed the weight gradients only: they run when the weights train
-    extra = tp_comm_bytes(**shape, regather=True) - formula if regather else 0
+    extra = tp_bytes(**shape, regather=True) - formula if regather else 0
     runs = launch(_count_rank, tp, config, sp, micro_batch, seq_len, recompute, dtype, regather,
                   timeout=timeout)  # fmt: skip
     if sp:  # the two norm weights of the block
