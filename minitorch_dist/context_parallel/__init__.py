@@ -5,6 +5,7 @@
 
 Modules: ``layout`` (contiguous and zig-zag shards, positions), ``blocks`` (one block of
 attention and the online-softmax merge), ``ring`` (ring attention as an autograd Function),
+``work`` (the blocks the ring computes, counted by a hook on its plan),
 ``alternatives`` (all-gather K/V and Ulysses), ``hybrid`` (Ulysses inside a node, the ring
 across: USP), ``cost`` (bytes, causal work, overlap; pure
 formulas), ``model`` (the tiny Llama with context parallelism, against the reference),
@@ -58,13 +59,14 @@ from minitorch_dist.context_parallel.model import (
 from minitorch_dist.context_parallel.ring import (
     RingAttention,
     RingComm,
-    WorkCounter,
     block_plan,
     pieces_of,
+    register_plan_hook,
     ring_attention,
     ring_attention_backward,
     ring_attention_forward,
 )
+from minitorch_dist.context_parallel.work import WorkCounter
 
 __all__ = [
     "ContextParallelCore",
@@ -96,6 +98,7 @@ __all__ = [
     "min_tokens_per_rank",
     "overlap_fraction",
     "pieces_of",
+    "register_plan_hook",
     "ring_attention",
     "ring_attention_backward",
     "ring_attention_bytes",

@@ -23,7 +23,8 @@ from minitorch_dist.context_parallel.cost import (
 )
 from minitorch_dist.context_parallel.layout import check_layout, shard_sequence
 from minitorch_dist.context_parallel.model import LayoutShard, apply_context_parallel, cp_split
-from minitorch_dist.context_parallel.ring import WorkCounter, ring_attention
+from minitorch_dist.context_parallel.ring import ring_attention
+from minitorch_dist.context_parallel.work import WorkCounter
 from minitorch_dist.launcher import launch
 from minitorch_dist.memory.track import MemoryTracker
 from minitorch_dist.models import Llama, LlamaConfig
@@ -155,8 +156,8 @@ def count_cp_bytes(
 
 def _work_rank(rank: int, cp: int, layout: str, seq: int) -> dict:
     *_, q, k, v, _ = attention_inputs(rank, cp, layout=layout, seq=seq)
-    work = WorkCounter()
-    ring_attention(q, k, v, layout=layout, work=work)
+    with WorkCounter().attached() as work:  # a hook on the ring's block_plan
+        ring_attention(q, k, v, layout=layout)
     return {"units": work.units, "full": work.full, "diagonal": work.diagonal,
             "skipped": work.skipped, "per_step": [u / 2 for u in work.per_step]}  # fmt: skip
 

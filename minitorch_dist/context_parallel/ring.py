@@ -23,12 +23,13 @@ block's owner after ``cp - 1`` hops: twice the forward's bytes
 from __future__ import annotations
 
 import contextlib
+from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 import torch.distributed as dist
+from torch.utils.hooks import RemovableHandle
 
 from minitorch_dist.comm.groups import group_rank, group_size
 from minitorch_dist.context_parallel.blocks import (
@@ -41,9 +42,9 @@ from minitorch_dist.context_parallel.layout import check_layout, chunk_ids
 __all__ = [
     "RingAttention",
     "RingComm",
-    "WorkCounter",
     "block_plan",
     "pieces_of",
+    "register_plan_hook",
     "ring_attention",
     "ring_attention_backward",
     "ring_attention_forward",
@@ -53,48 +54,30 @@ Merge = Callable[..., tuple[torch.Tensor, torch.Tensor]]
 _size, _rank = group_size, group_rank  # the names earlier solutions (and the mutants) call
 
 
-@dataclass
-class WorkCounter:
-    """The attention blocks a rank computed: ``full`` (every query sees every key) and
-    ``diagonal`` (causal, half masked), each of ``block_tokens`` x ``block_tokens``;
-    :attr:`units` counts them in half-chunk x half-chunk blocks, a diagonal one as 1/2."""
-
-    full: int = 0
-    diagonal: int = 0
-    skipped: int = 0
-    units_twice: int = 0  # twice the units: stays an integer
-    per_step: list[int] = field(default_factory=list)  # units_twice added at each ring step
-
-    @property
-    def units(self) -> float:
-        return self.units_twice / 2
-
-
 def _pieces(rank: int, cp: int, layout: str) -> list[int]:
     """The place of each equal piece of rank ``rank``'s shard, in a sequence cut into 2cp
     (zig-zag) or cp (contiguous) pieces."""
     return [rank] if layout == "contiguous" else chunk_ids(rank, cp, layout=layout)
 
 
-def _count(work: WorkCounter | None, plan: list[tuple[int, int, str]], pieces: int) -> None:
-    if work is None:
-        return
-    per_block = (2 // pieces) ** 2 * 2  # twice the half-chunk units of a full piece x piece
-    added = 0
-    for *_, kind in plan:
-        added += per_block if kind == "full" else per_block // 2
-        setattr(work, kind, getattr(work, kind) + 1)
-    work.skipped += pieces * pieces - len(plan)
-    work.units_twice += added
-    work.per_step.append(added)
+PlanHook = Callable[[list[tuple[int, int, str]], int], None]
+_plan_hooks: OrderedDict[int, PlanHook] = OrderedDict()  # RemovableHandle needs a weakref
 
 
-def block_plan(
-    q_rank: int, kv_rank: int, cp: int, layout: str, *, work: WorkCounter | None = None
-) -> list[tuple[int, int, str]]:
+def register_plan_hook(hook: PlanHook) -> RemovableHandle:
+    """Call ``hook(plan, pieces)`` with every plan :func:`block_plan` returns (one per ring step;
+    ``pieces``: the pieces of a rank's shard, 1 or 2). Returns a handle: ``handle.remove()``
+    detaches the hook. How a measurement watches the ring from outside, e.g.
+    :class:`~minitorch_dist.context_parallel.work.WorkCounter`."""
+    handle = RemovableHandle(_plan_hooks)
+    _plan_hooks[handle.id] = hook
+    return handle
+
+
+def block_plan(q_rank: int, kv_rank: int, cp: int, layout: str) -> list[tuple[int, int, str]]:
     """Which (query piece, key piece) blocks rank ``q_rank`` computes against the K/V of rank
     ``kv_rank``, and how: ``(i, j, "full" | "diagonal")``; a block whose keys all come after its
-    queries is left out. ``work``: a :class:`WorkCounter` that books the plan."""
+    queries is left out. The hooks of :func:`register_plan_hook` see each plan."""
     pieces = _pieces(q_rank, cp, layout)
     plan = []
     for i, qc in enumerate(pieces):
@@ -103,7 +86,8 @@ def block_plan(
                 plan.append((i, j, "full"))
             elif qc == kc:
                 plan.append((i, j, "diagonal"))
-    _count(work, plan, len(pieces))
+    for hook in tuple(_plan_hooks.values()):
+        hook(plan, len(pieces))
     return plan
 
 
@@ -152,11 +136,10 @@ def ring_attention_forward(
     layout: str = "zigzag",
     merge: Merge | None = None,
     counter: Any = None,
-    work: WorkCounter | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """This rank's ``(out, lse)`` of causal attention: out (b, H, s/cp, d), lse (b, H, s/cp).
     ``merge`` folds two partial results together (default :func:`merge_partials`); ``counter``
-    goes to :class:`RingComm`, ``work`` to :func:`block_plan`. Split q, k and v into their
+    goes to :class:`RingComm`. Split q, k and v into their
     pieces with ``pieces_of(x, layout)``; ask :func:`block_plan` which blocks to compute at each
     step; :func:`block_attention` computes one."""
     merge = merge_partials if merge is None else merge
@@ -170,7 +153,7 @@ def ring_attention_forward(
         if step < cp - 1:  # post the next block's transfer before computing on this one
             k_next, v_next = comm.send_recv([k, v])
         ks, vs = pieces_of(k, layout), pieces_of(v, layout)
-        for i, j, kind in block_plan(rank, (rank - step) % cp, cp, layout, work=work):
+        for i, j, kind in block_plan(rank, (rank - step) % cp, cp, layout):
             part = block_attention(qs[i], ks[j], vs[j], causal=kind == "diagonal")
             out[i] = part if out[i] is None else merge(*out[i], *part)
         if step < cp - 1:
@@ -241,9 +224,8 @@ class RingAttention(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx: Any, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, group: Any,
-                layout: str, counter: Any, work: Any) -> torch.Tensor:  # fmt: skip
-        out, lse = ring_attention_forward(q, k, v, group=group, layout=layout, counter=counter,
-                                          work=work)  # fmt: skip
+                layout: str, counter: Any) -> torch.Tensor:  # fmt: skip
+        out, lse = ring_attention_forward(q, k, v, group=group, layout=layout, counter=counter)
         ctx.save_for_backward(q, k, v, out, lse)
         ctx.group, ctx.layout, ctx.counter = group, layout, counter
         return out
@@ -254,7 +236,7 @@ class RingAttention(torch.autograd.Function):
         dq, dk, dv = ring_attention_backward(dout.contiguous(), q, k, v, out, lse,
                                              group=ctx.group, layout=ctx.layout,
                                              counter=ctx.counter)  # fmt: skip
-        return dq, dk, dv, None, None, None, None
+        return dq, dk, dv, None, None, None
 
 
 def ring_attention(
@@ -265,11 +247,19 @@ def ring_attention(
     group: Any = None,
     layout: str = "zigzag",
     counter: Any = None,
-    work: WorkCounter | None = None,
 ) -> torch.Tensor:
     """Causal attention of this rank's shard: q (b, H, s/cp, d), k and v (b, KV, s/cp, d), laid
     out by :func:`~minitorch_dist.context_parallel.shard_sequence` with ``layout``. Returns
     (b, H, s/cp, d), equal to the same shard of full causal ``scaled_dot_product_attention``;
-    differentiable. ``counter``: a CommCounter entered around the ring's messages; ``work``: a
-    :class:`WorkCounter` filled with the blocks computed (forward)."""
-    return RingAttention.apply(q, k, v, group, layout, counter, work)
+    differentiable. ``counter``: a CommCounter entered around the ring's messages. The blocks
+    computed are counted from outside: :class:`~minitorch_dist.context_parallel.work.WorkCounter`."""
+    return RingAttention.apply(q, k, v, group, layout, counter)
+
+
+def __getattr__(name: str) -> Any:
+    """``ring.WorkCounter``, its place before it moved to :mod:`~.work`, still imports it."""
+    if name == "WorkCounter":
+        from minitorch_dist.context_parallel.work import WorkCounter
+
+        return WorkCounter
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
