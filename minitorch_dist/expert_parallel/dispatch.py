@@ -20,15 +20,36 @@ and raises a ValueError that names both ranks and both numbers, on every rank at
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
 import torch.distributed as dist
+from torch.utils.hooks import RemovableHandle
 
 from minitorch_dist.comm.groups import group_rank, group_size
 
-__all__ = ["AllToAll", "check_splits", "combine", "dispatch", "exchange_counts"]
+__all__ = [
+    "AllToAll",
+    "check_splits",
+    "combine",
+    "dispatch",
+    "exchange_counts",
+    "register_dispatch_hook",
+]
+
+DispatchHook = Callable[[list[int], list[int], Any], None]
+_dispatch_hooks: OrderedDict[int, DispatchHook] = OrderedDict()  # RemovableHandle: a weakref
+
+
+def register_dispatch_hook(hook: DispatchHook) -> RemovableHandle:
+    """Call ``hook(send_splits, recv_splits, group)`` at every :func:`dispatch` (not
+    :func:`combine`); ``handle.remove()`` detaches it. How a measurement watches the split sizes
+    from outside the layer (:func:`~minitorch_dist.expert_parallel.measure.observe_dispatch`)."""
+    handle = RemovableHandle(_dispatch_hooks)
+    _dispatch_hooks[handle.id] = hook
+    return handle
 
 
 def exchange_counts(send_counts: torch.Tensor, group: Any = None) -> torch.Tensor:
@@ -108,6 +129,8 @@ def dispatch(
     the splits with the peers first (:func:`check_splits`)."""
     if check:
         check_splits(send_splits, recv_splits, group)
+    for hook in tuple(_dispatch_hooks.values()):
+        hook(list(send_splits), list(recv_splits), group)
     return AllToAll.apply(x_sorted, list(send_splits), list(recv_splits), group)
 
 

@@ -1,7 +1,8 @@
 """What the lab and chapter 10 call: expert parallelism against the single-process reference
 (through :mod:`minitorch_dist.reference`), and its all-to-all bytes counted from the real split
 sizes against :func:`all_to_all_bytes`. Every function runs its ranks with
-:func:`minitorch_dist.launch`.
+:func:`minitorch_dist.launch`. The split sizes are watched from outside the layer:
+:func:`observe_dispatch` attaches a :class:`DispatchObserver` to an :class:`ExpertParallelMoE`.
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ import torch.distributed as dist
 from minitorch_dist.checks import check_choice, check_int
 from minitorch_dist.comm import CommCounter, collective_bytes
 from minitorch_dist.expert_parallel.cost import all_to_all_bytes, capacity_buffer_bytes
-from minitorch_dist.expert_parallel.layer import apply_expert_parallel
+from minitorch_dist.expert_parallel.dispatch import register_dispatch_hook
+from minitorch_dist.expert_parallel.layer import ExpertParallelMoE, apply_expert_parallel
 from minitorch_dist.launcher import launch
 from minitorch_dist.models import Llama, LlamaConfig
 from minitorch_dist.models.moe import MoEBlock, MoEConfig, moe_preset, use_moe
@@ -32,10 +34,12 @@ from minitorch_dist.reference import (  # full_cross_entropy: importable here to
 __all__ = [
     "ROUTINGS",
     "TINY_MOE",
+    "DispatchObserver",
     "compare_with_reference",
     "full_cross_entropy",
     "measure_dispatch",
     "moe_llama",
+    "observe_dispatch",
     "routed_input",
 ]
 
@@ -138,6 +142,48 @@ def _fixed_gate(block: MoEBlock) -> None:
     w[:, : w.shape[0]] = torch.eye(w.shape[0], dtype=w.dtype)
 
 
+class DispatchObserver:
+    """The split sizes of an :class:`ExpertParallelMoE`'s last dispatch, watched from outside:
+    forward hooks on the layer mark its forward, a dispatch hook
+    (:func:`~minitorch_dist.expert_parallel.dispatch.register_dispatch_hook`) records the splits
+    of the dispatch it runs. ``send_splits[j]``: rows sent to rank j; ``recv_splits[j]``: rows
+    received from it (empty before a forward). :meth:`remove` detaches it."""
+
+    def __init__(self, layer: ExpertParallelMoE) -> None:
+        self.layer = layer
+        self.send_splits: list[int] = []
+        self.recv_splits: list[int] = []
+        self._inside = False
+        self._handles = [
+            layer.register_forward_pre_hook(lambda *_: self._mark(True)),
+            layer.register_forward_hook(lambda *_: self._mark(False)),
+            register_dispatch_hook(self._record),
+        ]
+
+    def _mark(self, inside: bool) -> None:
+        self._inside = inside
+
+    def _record(self, send: list[int], recv: list[int], group: Any) -> None:
+        if self._inside:  # another layer's dispatch is not ours
+            self.send_splits, self.recv_splits = send, recv
+
+    @property
+    def tokens_per_expert(self) -> torch.Tensor | None:
+        """(E,) this rank's choices per expert in the layer's last forward."""
+        return self.layer.last_tokens_per_expert
+
+    def remove(self) -> None:
+        for handle in self._handles:
+            handle.remove()
+
+
+def observe_dispatch(layer: ExpertParallelMoE) -> DispatchObserver:
+    """Attach a :class:`DispatchObserver` to ``layer`` (call ``.remove()`` to detach it)."""
+    if not isinstance(layer, ExpertParallelMoE):
+        raise ValueError(f"observe_dispatch needs an ExpertParallelMoE, got {type(layer).__name__}")
+    return DispatchObserver(layer)
+
+
 def _dispatch_rank(
     rank: int, ep: int, tokens: int, hidden: int, moe: MoEConfig, mode: str, routing: str,
     repeats: int, dtype: torch.dtype, seed: int,
@@ -148,6 +194,7 @@ def _dispatch_rank(
     if routing != "random":
         _fixed_gate(block)
     layer = apply_expert_parallel(block, dist.group.WORLD, dispatch_mode=mode, sync_grads=False)
+    seen = observe_dispatch(layer)
     x = routed_input(tokens, hidden, moe.experts, moe.top_k, routing, seed=seed + rank,
                      dtype=dtype).requires_grad_()  # fmt: skip
     el = x.element_size()
@@ -160,7 +207,7 @@ def _dispatch_rank(
         dist.barrier()
         if i:
             times.append(time.perf_counter() - start)
-    send, recv = layer.last_send_splits, layer.last_recv_splits
+    send, recv = seen.send_splits, seen.recv_splits
     away = lambda splits: sum(n for j, n in enumerate(splits) if j != rank)  # noqa: E731
     counts = collective_bytes("all_to_all", moe.experts * 8, ep) if mode == "dropless" else 0
     return {
