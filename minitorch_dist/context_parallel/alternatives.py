@@ -54,8 +54,9 @@ def _reduce_scatter_seq(x: torch.Tensor, group: Any) -> torch.Tensor:
 
 class _AllGatherAttention(torch.autograd.Function):
     @staticmethod
-    def forward(ctx: Any, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, group: Any,
-                layout: str) -> torch.Tensor:  # fmt: skip
+    def forward(
+        ctx: Any, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, group: Any, layout: str
+    ) -> torch.Tensor:
         cp, rank = group_size(group), group_rank(group)
         k_all, v_all = _gather_seq(k, group), _gather_seq(v, group)  # (cp, b, KV, s/cp, d)
         # BEGIN SOLUTION lab08.2: the ring's block loop, on the gathered K/V of each rank in turn
@@ -84,8 +85,9 @@ class _AllGatherAttention(torch.autograd.Function):
             ks, vs = pieces_of(k_all[src], layout), pieces_of(v_all[src], layout)
             dks, dvs = pieces_of(dk_all[src], layout), pieces_of(dv_all[src], layout)
             for i, j, kind in block_plan(rank, src, cp, layout):
-                g = block_attention_backward(dos[i], qs[i], ks[j], vs[j], lses[i], deltas[i],
-                                             causal=kind == "diagonal")  # fmt: skip
+                g = block_attention_backward(
+                    dos[i], qs[i], ks[j], vs[j], lses[i], deltas[i], causal=kind == "diagonal"
+                )
                 dq[i] += g[0]
                 dks[j].add_(g[1])
                 dvs[j].add_(g[2])
@@ -96,9 +98,13 @@ class _AllGatherAttention(torch.autograd.Function):
 
 
 def allgather_attention(
-    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, group: Any = None,
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    *,
+    group: Any = None,
     layout: str = "zigzag",
-) -> torch.Tensor:  # fmt: skip
+) -> torch.Tensor:
     """Causal attention of this rank's shard (as :func:`ring_attention`) after all-gathering
     K and V; backward reduce-scatters their gradients."""
     check_layout(q.shape[2] * group_size(group), group_size(group), layout)
@@ -110,8 +116,9 @@ class _AllToAll(torch.autograd.Function):
     along ``gather_dim``; backward is the reverse all-to-all."""
 
     @staticmethod
-    def forward(ctx: Any, x: torch.Tensor, group: Any, scatter_dim: int,
-                gather_dim: int) -> torch.Tensor:  # fmt: skip
+    def forward(
+        ctx: Any, x: torch.Tensor, group: Any, scatter_dim: int, gather_dim: int
+    ) -> torch.Tensor:
         ctx.group, ctx.dims = group, (scatter_dim, gather_dim)
         return _all_to_all(x, group, scatter_dim, gather_dim)
 
@@ -131,9 +138,13 @@ def _all_to_all(x: torch.Tensor, group: Any, scatter_dim: int, gather_dim: int) 
 
 
 def ulysses_attention(
-    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, group: Any = None,
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    *,
+    group: Any = None,
     layout: str = "zigzag",
-) -> torch.Tensor:  # fmt: skip
+) -> torch.Tensor:
     """Causal attention of this rank's shard by Ulysses: all-to-all to (b, H/cp, s, d), fused
     causal attention over the whole sequence in order, all-to-all back. ValueError unless cp
     divides the heads and the kv heads."""

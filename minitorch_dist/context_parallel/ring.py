@@ -195,8 +195,9 @@ def ring_attention_backward(
         dk, dv = torch.zeros_like(k), torch.zeros_like(v)
         dks, dvs = pieces_of(dk, layout), pieces_of(dv, layout)  # views: += writes into dk, dv
         for i, j, kind in block_plan(rank, (rank - step) % cp, cp, layout):
-            g = block_attention_backward(dos[i], qs[i], ks[j], vs[j], lses[i], deltas[i],
-                                         causal=kind == "diagonal")  # fmt: skip
+            g = block_attention_backward(
+                dos[i], qs[i], ks[j], vs[j], lses[i], deltas[i], causal=kind == "diagonal"
+            )
             dq[i] += g[0]
             dks[j].add_(g[1])
             dvs[j].add_(g[2])
@@ -223,8 +224,15 @@ class RingAttention(torch.autograd.Function):
     only, never the other ranks' K/V."""
 
     @staticmethod
-    def forward(ctx: Any, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, group: Any,
-                layout: str, counter: Any) -> torch.Tensor:  # fmt: skip
+    def forward(
+        ctx: Any,
+        q: torch.Tensor,
+        k: torch.Tensor,
+        v: torch.Tensor,
+        group: Any,
+        layout: str,
+        counter: Any,
+    ) -> torch.Tensor:
         out, lse = ring_attention_forward(q, k, v, group=group, layout=layout, counter=counter)
         ctx.save_for_backward(q, k, v, out, lse)
         ctx.group, ctx.layout, ctx.counter = group, layout, counter
@@ -233,9 +241,17 @@ class RingAttention(torch.autograd.Function):
     @staticmethod
     def backward(ctx: Any, dout: torch.Tensor) -> tuple[Any, ...]:
         q, k, v, out, lse = ctx.saved_tensors
-        dq, dk, dv = ring_attention_backward(dout.contiguous(), q, k, v, out, lse,
-                                             group=ctx.group, layout=ctx.layout,
-                                             counter=ctx.counter)  # fmt: skip
+        dq, dk, dv = ring_attention_backward(
+            dout.contiguous(),
+            q,
+            k,
+            v,
+            out,
+            lse,
+            group=ctx.group,
+            layout=ctx.layout,
+            counter=ctx.counter,
+        )
         return dq, dk, dv, None, None, None
 
 

@@ -70,24 +70,31 @@ def check_splits(send_splits: Sequence[int], recv_splits: Sequence[int], group: 
     ``send_splits[j]`` must be rank j's ``recv_splits[me]``, and the reverse."""
     n, me = group_size(group), group_rank(group)
     if len(send_splits) != n or len(recv_splits) != n:
-        raise ValueError(f"need {n} send and {n} receive splits, got {len(send_splits)} and "
-                         f"{len(recv_splits)}")  # fmt: skip
+        raise ValueError(
+            f"need {n} send and {n} receive splits, got {len(send_splits)} and {len(recv_splits)}"
+        )
     mine = torch.tensor(list(zip(send_splits, recv_splits)), dtype=torch.int64)  # (n, 2)
     theirs = torch.empty_like(mine)
     dist.all_to_all_single(theirs, mine, group=group)  # row j: rank j's (send, recv)
     bad = []
     for j in range(n):
         if send_splits[j] != theirs[j, 1]:
-            bad.append(f"rank {me} sends {send_splits[j]} rows to rank {j}, which expects "
-                       f"{int(theirs[j, 1])}")  # fmt: skip
+            bad.append(
+                f"rank {me} sends {send_splits[j]} rows to rank {j}, which expects "
+                f"{int(theirs[j, 1])}"
+            )
         if recv_splits[j] != theirs[j, 0]:
-            bad.append(f"rank {me} expects {recv_splits[j]} rows from rank {j}, which sends "
-                       f"{int(theirs[j, 0])}")  # fmt: skip
+            bad.append(
+                f"rank {me} expects {recv_splits[j]} rows from rank {j}, which sends "
+                f"{int(theirs[j, 0])}"
+            )
     flags = torch.tensor([len(bad)], dtype=torch.int64)
     dist.all_reduce(flags, group=group)
     if flags.item():
-        raise ValueError("ranks disagree on the all-to-all's split sizes: "
-                         + ("; ".join(bad) or "another rank found a mismatch"))  # fmt: skip
+        raise ValueError(
+            "ranks disagree on the all-to-all's split sizes: "
+            + ("; ".join(bad) or "another rank found a mismatch")
+        )
 
 
 class AllToAll(torch.autograd.Function):
@@ -101,8 +108,9 @@ class AllToAll(torch.autograd.Function):
         ctx.splits, ctx.group = (list(send_splits), list(recv_splits)), group
         # BEGIN SOLUTION lab10.3: receive sum(recv_splits) rows, recv_splits[j] from rank j
         out = x.new_empty((sum(recv_splits), *x.shape[1:]))
-        dist.all_to_all_single(out, x.contiguous(), list(recv_splits), list(send_splits),
-                               group=group)  # fmt: skip
+        dist.all_to_all_single(
+            out, x.contiguous(), list(recv_splits), list(send_splits), group=group
+        )
         return out
         # END SOLUTION
 

@@ -16,8 +16,8 @@ import torch.distributed as dist
 from minitorch_dist.checks import check_choice, check_int
 from minitorch_dist.comm import CommCounter, collective_bytes
 from minitorch_dist.expert_parallel.cost import all_to_all_bytes, capacity_buffer_bytes
-from minitorch_dist.expert_parallel.dispatch import register_dispatch_hook
-from minitorch_dist.expert_parallel.layer import ExpertParallelMoE, apply_expert_parallel
+from minitorch_dist.expert_parallel.layer import apply_expert_parallel
+from minitorch_dist.expert_parallel.observe import DispatchObserver, observe_dispatch
 from minitorch_dist.launcher import launch
 from minitorch_dist.models import Llama, LlamaConfig
 from minitorch_dist.models.moe import MoEBlock, MoEConfig, moe_preset, use_moe
@@ -53,9 +53,16 @@ def moe_llama(config: LlamaConfig, moe: MoEConfig, seed: int = 0) -> Llama:
 
 
 def _ep_rank(
-    rank: int, ep: int, config: LlamaConfig, moe: MoEConfig, batches: list, dtype: torch.dtype,
-    lr: float, seed: int, sync_grads: bool,
-) -> Run:  # fmt: skip
+    rank: int,
+    ep: int,
+    config: LlamaConfig,
+    moe: MoEConfig,
+    batches: list,
+    dtype: torch.dtype,
+    lr: float,
+    seed: int,
+    sync_grads: bool,
+) -> Run:
     torch.set_num_threads(1)
     torch.manual_seed(seed)  # the same full model on every rank: each keeps its experts
     model = moe_llama(config, moe, seed).to(dtype)
@@ -63,7 +70,7 @@ def _ep_rank(
     opt = adamw(lr)([p for p in model.parameters() if p.requires_grad])
     return run_training(
         model, opt, batches, loss_fn=full_cross_entropy, rank=rank, world_size=ep
-    )  # fmt: skip  (data parallel: rows r*gbs/ep ...)
+    )  # data parallel: rows r*gbs/ep ...
 
 
 def compare_with_reference(
@@ -93,19 +100,28 @@ def compare_with_reference(
     if moe.capacity_factor is not None:
         raise ValueError("the reference comparison is dropless: pass capacity_factor=None")
     batches = make_batches(config.vocab_size, global_batch, seq_len, steps, seed)
-    ref = reference_run(lambda: moe_llama(config, moe, seed), adamw(lr), batches, seed=seed,
-                        dtype=dtype, loss_fn=full_cross_entropy)  # fmt: skip
-    runs = launch(_ep_rank, ep, config, moe, batches, dtype, lr, seed, sync_grads,
-                  timeout=timeout)  # fmt: skip
+    ref = reference_run(
+        lambda: moe_llama(config, moe, seed),
+        adamw(lr),
+        batches,
+        seed=seed,
+        dtype=dtype,
+        loss_fn=full_cross_entropy,
+    )
+    runs = launch(_ep_rank, ep, config, moe, batches, dtype, lr, seed, sync_grads, timeout=timeout)
     held = {name for run in runs for name in run.grads}
     mean_losses = torch.tensor([run.losses for run in runs], dtype=torch.float64).mean(0)
     results = []
     for rank, run in enumerate(runs):
-        errors = {f"loss {k}": abs(a - b) for k, (a, b) in enumerate(zip(mean_losses.tolist(),
-                                                                         ref.losses))}  # fmt: skip
+        errors = {
+            f"loss {k}": abs(a - b)
+            for k, (a, b) in enumerate(zip(mean_losses.tolist(), ref.losses))
+        }
         errors["outputs"] = (run.outputs - ref.outputs.chunk(ep)[rank]).abs().max().item()
-        for label, ours, full in (("grad", run.grads, ref.grads),
-                                  ("weight", run.weights, ref.weights)):  # fmt: skip
+        for label, ours, full in (
+            ("grad", run.grads, ref.grads),
+            ("weight", run.weights, ref.weights),
+        ):
             for name, value in ours.items():
                 errors[f"{label} {name}"] = (value - full[name]).abs().max().item()
         errors["names held by no rank"] = float(len(set(ref.grads) - held))
@@ -114,9 +130,15 @@ def compare_with_reference(
 
 
 def routed_input(
-    tokens: int, hidden: int, experts: int, top_k: int, routing: str, *, seed: int = 0,
+    tokens: int,
+    hidden: int,
+    experts: int,
+    top_k: int,
+    routing: str,
+    *,
+    seed: int = 0,
     dtype: torch.dtype = torch.float32,
-) -> torch.Tensor:  # fmt: skip
+) -> torch.Tensor:
     """Tokens (T, h) for a block whose gate is ``[I_E | 0]`` (:func:`_fixed_gate`): "uniform"
     sends token t to experts t, t+1, ... t+k-1 (mod E), so with T a multiple of E every expert
     gets exactly T k / E choices; "skewed" sends every token to experts 0 ... k-1; "random"
@@ -142,52 +164,18 @@ def _fixed_gate(block: MoEBlock) -> None:
     w[:, : w.shape[0]] = torch.eye(w.shape[0], dtype=w.dtype)
 
 
-class DispatchObserver:
-    """The split sizes of an :class:`ExpertParallelMoE`'s last dispatch, watched from outside:
-    forward hooks on the layer mark its forward, a dispatch hook
-    (:func:`~minitorch_dist.expert_parallel.dispatch.register_dispatch_hook`) records the splits
-    of the dispatch it runs. ``send_splits[j]``: rows sent to rank j; ``recv_splits[j]``: rows
-    received from it (empty before a forward). :meth:`remove` detaches it."""
-
-    def __init__(self, layer: ExpertParallelMoE) -> None:
-        self.layer = layer
-        self.send_splits: list[int] = []
-        self.recv_splits: list[int] = []
-        self._inside = False
-        self._handles = [
-            layer.register_forward_pre_hook(lambda *_: self._mark(True)),
-            layer.register_forward_hook(lambda *_: self._mark(False)),
-            register_dispatch_hook(self._record),
-        ]
-
-    def _mark(self, inside: bool) -> None:
-        self._inside = inside
-
-    def _record(self, send: list[int], recv: list[int], group: Any) -> None:
-        if self._inside:  # another layer's dispatch is not ours
-            self.send_splits, self.recv_splits = send, recv
-
-    @property
-    def tokens_per_expert(self) -> torch.Tensor | None:
-        """(E,) this rank's choices per expert in the layer's last forward."""
-        return self.layer.last_tokens_per_expert
-
-    def remove(self) -> None:
-        for handle in self._handles:
-            handle.remove()
-
-
-def observe_dispatch(layer: ExpertParallelMoE) -> DispatchObserver:
-    """Attach a :class:`DispatchObserver` to ``layer`` (call ``.remove()`` to detach it)."""
-    if not isinstance(layer, ExpertParallelMoE):
-        raise ValueError(f"observe_dispatch needs an ExpertParallelMoE, got {type(layer).__name__}")
-    return DispatchObserver(layer)
-
-
 def _dispatch_rank(
-    rank: int, ep: int, tokens: int, hidden: int, moe: MoEConfig, mode: str, routing: str,
-    repeats: int, dtype: torch.dtype, seed: int,
-) -> dict[str, Any]:  # fmt: skip
+    rank: int,
+    ep: int,
+    tokens: int,
+    hidden: int,
+    moe: MoEConfig,
+    mode: str,
+    routing: str,
+    repeats: int,
+    dtype: torch.dtype,
+    seed: int,
+) -> dict[str, Any]:
     torch.set_num_threads(1)
     torch.manual_seed(seed)
     block = MoEBlock(hidden, moe).to(dtype)
@@ -195,8 +183,9 @@ def _dispatch_rank(
         _fixed_gate(block)
     layer = apply_expert_parallel(block, dist.group.WORLD, dispatch_mode=mode, sync_grads=False)
     seen = observe_dispatch(layer)
-    x = routed_input(tokens, hidden, moe.experts, moe.top_k, routing, seed=seed + rank,
-                     dtype=dtype).requires_grad_()  # fmt: skip
+    x = routed_input(
+        tokens, hidden, moe.experts, moe.top_k, routing, seed=seed + rank, dtype=dtype
+    ).requires_grad_()
     el = x.element_size()
     times = []
     for i in range(repeats + 1):  # the first step warms up
@@ -248,15 +237,33 @@ def measure_dispatch(
     moe = moe or TINY_MOE[1]
     check_int("ep", ep)
     check_int("repeats", repeats, minimum=0)
-    runs = launch(_dispatch_rank, ep, tokens, hidden, moe, dispatch_mode, routing, repeats,
-                  dtype, seed, timeout=timeout)  # fmt: skip
+    runs = launch(
+        _dispatch_rank,
+        ep,
+        tokens,
+        hidden,
+        moe,
+        dispatch_mode,
+        routing,
+        repeats,
+        dtype,
+        seed,
+        timeout=timeout,
+    )
     el = torch.empty((), dtype=dtype).element_size()
     for run in runs:
         if tokens * moe.top_k % ep == 0:
-            run["formula"] = all_to_all_bytes(tokens=tokens, top_k=moe.top_k, hidden=hidden,
-                                              ep=ep, bytes_per_element=el)  # fmt: skip
+            run["formula"] = all_to_all_bytes(
+                tokens=tokens, top_k=moe.top_k, hidden=hidden, ep=ep, bytes_per_element=el
+            )
         if moe.capacity_factor is not None:
             run["buffer_formula"] = capacity_buffer_bytes(
-                tokens=tokens, top_k=moe.top_k, hidden=hidden, ep=ep, experts=moe.experts,
-                capacity_factor=moe.capacity_factor, bytes_per_element=el)  # fmt: skip
+                tokens=tokens,
+                top_k=moe.top_k,
+                hidden=hidden,
+                ep=ep,
+                experts=moe.experts,
+                capacity_factor=moe.capacity_factor,
+                bytes_per_element=el,
+            )
     return runs

@@ -80,9 +80,12 @@ def zero_step_bytes(opt: ZeroOptimizer) -> int | float:
 
 
 def measure_zero_step(
-    model: torch.nn.Module, opt: ZeroOptimizer, batch: tuple[torch.Tensor, torch.Tensor],
-    loss_fn: Any = cross_entropy, timeline: bool = False,
-) -> dict[str, Any]:  # fmt: skip
+    model: torch.nn.Module,
+    opt: ZeroOptimizer,
+    batch: tuple[torch.Tensor, torch.Tensor],
+    loss_fn: Any = cross_entropy,
+    timeline: bool = False,
+) -> dict[str, Any]:
     """One step (forward, backward, ``opt.step()``) measured: memory and communication.
 
     Returns ``states`` (model-state bytes after the step with the keys of ``model_state_bytes``:
@@ -109,28 +112,44 @@ def measure_zero_step(
             after = tracker.current()
             tracker.mark("idle")
     offloaded = storage_bytes(opt.offloaded_tensors())
-    states = {"params": after["params"], "grads": after["grads"],
-              "optimizer": after["optimizer"] - offloaded}  # fmt: skip
+    states = {
+        "params": after["params"],
+        "grads": after["grads"],
+        "optimizer": after["optimizer"] - offloaded,
+    }
     states["total"] = sum(states.values())
     states["offloaded"] = offloaded
     result = {
-        "states": states, "forward": forward, "backward": backward, "after": after,
-        "peak": tracker.peak(), "peak_total": tracker.peak_total,
-        "comm": {"bytes_sent": dict(cc.bytes_sent), "calls": dict(cc.calls),
-                 "total": cc.total_bytes_sent},
+        "states": states,
+        "forward": forward,
+        "backward": backward,
+        "after": after,
+        "peak": tracker.peak(),
+        "peak_total": tracker.peak_total,
+        "comm": {
+            "bytes_sent": dict(cc.bytes_sent),
+            "calls": dict(cc.calls),
+            "total": cc.total_bytes_sent,
+        },
         "expected_comm": zero_step_bytes(opt),
-    }  # fmt: skip
+    }
     if timeline:
         result["timeline"] = tracker.timeline
     return result
 
 
 def _table_rank(
-    rank: int, world_size: int, config: LlamaConfig, stages: tuple, micro_batch: int,
-    seq_len: int, offload: bool,
-) -> list[dict[str, Any]]:  # fmt: skip
-    batch = rank_batch(make_batches(config.vocab_size, micro_batch * world_size, seq_len, 1)[0],
-                      rank, world_size)  # fmt: skip
+    rank: int,
+    world_size: int,
+    config: LlamaConfig,
+    stages: tuple,
+    micro_batch: int,
+    seq_len: int,
+    offload: bool,
+) -> list[dict[str, Any]]:
+    batch = rank_batch(
+        make_batches(config.vocab_size, micro_batch * world_size, seq_len, 1)[0], rank, world_size
+    )
     rows = []
     for stage in stages:
         torch.manual_seed(0)
@@ -141,9 +160,15 @@ def _table_rank(
 
 
 def zero_table(
-    config: LlamaConfig, *, stages: tuple = (0, 1, 2, 3), world_sizes: tuple = (2, 4, 8),
-    micro_batch: int = 2, seq_len: int = 32, offload: bool = False, timeout: float = 120.0,
-) -> list[dict[str, Any]]:  # fmt: skip
+    config: LlamaConfig,
+    *,
+    stages: tuple = (0, 1, 2, 3),
+    world_sizes: tuple = (2, 4, 8),
+    micro_batch: int = 2,
+    seq_len: int = 32,
+    offload: bool = False,
+    timeout: float = 120.0,
+) -> list[dict[str, Any]]:
     """One measured step per (stage, dp) of ``Llama(config)`` in fp32 on emulated ranks.
 
     Each row (rank 0's measurement; every rank holds and sends the same) carries ``stage``,
@@ -153,19 +178,27 @@ def zero_table(
     rows = []
     psi = config.num_params()
     for dp in world_sizes:
-        for row in launch(_table_rank, dp, config, tuple(stages), micro_batch, seq_len, offload,
-                          timeout=timeout)[0]:  # fmt: skip
-            row["predicted"] = model_state_bytes(psi, zero_stage=row["stage"], dp=dp,
-                                                 recipe="fp32", offload=offload)  # fmt: skip
+        for row in launch(
+            _table_rank, dp, config, tuple(stages), micro_batch, seq_len, offload, timeout=timeout
+        )[0]:
+            row["predicted"] = model_state_bytes(
+                psi, zero_stage=row["stage"], dp=dp, recipe="fp32", offload=offload
+            )
             row["formula_comm"] = zero_bytes(psi, row["stage"], dp, bytes_per_param=4)
             rows.append(row)
     return rows
 
 
 def fake_zero_bytes(
-    config: LlamaConfig, stage: int, dp: int, *, rank: int = 0, offload: bool = False,
-    seq_len: int = 0, micro_batch: int = 1,
-) -> dict[str, Any]:  # fmt: skip
+    config: LlamaConfig,
+    stage: int,
+    dp: int,
+    *,
+    rank: int = 0,
+    offload: bool = False,
+    seq_len: int = 0,
+    micro_batch: int = 1,
+) -> dict[str, Any]:
     """Rank ``rank``'s bytes with ZeRO ``stage`` on ``dp`` ranks for ``Llama(config)`` in fp32,
     measured on fake tensors in a fake process group (this process pretends to be the rank).
 
@@ -201,12 +234,14 @@ def fake_zero_bytes(
                 offloaded = storage_bytes(opt.offloaded_tensors())
                 states = {k: after[k] for k in STATES}
                 states["optimizer"] -= offloaded
-                result = {"states": {**states, "total": sum(states.values()),
-                                     "offloaded": offloaded}}  # fmt: skip
+                result = {
+                    "states": {**states, "total": sum(states.values()), "offloaded": offloaded}
+                }
     finally:
         dist.destroy_process_group()
-    result["predicted"] = model_state_bytes(config.num_params(), zero_stage=stage, dp=dp,
-                                            recipe="fp32", offload=offload)  # fmt: skip
+    result["predicted"] = model_state_bytes(
+        config.num_params(), zero_stage=stage, dp=dp, recipe="fp32", offload=offload
+    )
     result["seconds"] = time.perf_counter() - start
     return result
 
