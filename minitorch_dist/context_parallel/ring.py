@@ -139,9 +139,9 @@ def ring_attention_forward(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """This rank's ``(out, lse)`` of causal attention: out (b, H, s/cp, d), lse (b, H, s/cp).
     ``merge`` folds two partial results together (default :func:`merge_partials`); ``counter``
-    goes to :class:`RingComm`. Split q, k and v into their
-    pieces with ``pieces_of(x, layout)``; ask :func:`block_plan` which blocks to compute at each
-    step; :func:`block_attention` computes one."""
+    goes to :class:`RingComm`. Split q, k and v into their pieces with ``pieces_of(x, layout)``;
+    ask :func:`block_plan` which blocks to compute at each step; :func:`block_attention`
+    computes one."""
     merge = merge_partials if merge is None else merge
     cp = group_size(group)
     check_layout(q.shape[2] * cp, cp, layout)
