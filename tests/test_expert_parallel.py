@@ -39,7 +39,11 @@ from minitorch_dist.expert_parallel import (
     local_experts,
     top_k_route,
 )
-from minitorch_dist.expert_parallel.measure import compare_with_reference, measure_dispatch
+from minitorch_dist.expert_parallel.measure import (
+    compare_with_reference,
+    measure_dispatch,
+    observe_dispatch,
+)
 from minitorch_dist.models.moe import MoEBlock, MoEConfig
 
 EXACT = 1e-12  # fp64: only the order of additions differs
@@ -340,12 +344,13 @@ def _ep_block_rank(rank: int, n: int) -> dict:
     torch.set_num_threads(1)
     block, x, g = _block_and_data()
     layer = apply_expert_parallel(block, W)
+    seen = observe_dispatch(layer)  # the split sizes, watched from outside the layer
     mine = x.chunk(n)[rank].clone().requires_grad_()
     y = layer(mine)
     ((y * g.chunk(n)[rank]).sum() / mine.shape[0]).backward()  # this rank's mean
     grads = {name: p.grad for name, p in layer.named_parameters() if p.grad is not None}
     return {"y": y.detach(), "x_grad": mine.grad, "grads": grads,
-            "send": list(layer.last_send_splits), "counts": layer.last_tokens_per_expert.tolist()}  # fmt: skip
+            "send": list(seen.send_splits), "counts": layer.last_tokens_per_expert.tolist()}  # fmt: skip
 
 
 @pytest.mark.lab10
@@ -413,8 +418,9 @@ def _layout_rank(rank: int, n: int) -> dict:
     block, x, _ = _block_and_data()
     layer = apply_expert_parallel(block, W)
     layer.router = _FixedRouter()
+    seen = observe_dispatch(layer)
     layer(x.chunk(n)[rank])
-    return {"send": list(layer.last_send_splits), "recv": list(layer.last_recv_splits)}
+    return {"send": list(seen.send_splits), "recv": list(seen.recv_splits)}
 
 
 @pytest.mark.lab10
@@ -576,3 +582,9 @@ def test_the_lab_router_and_capacity_agree_with_the_models_reference():
         assert expert_capacity(tokens, e, cf, top_k=k) == slots_for(tokens, e, cf, k)
     for c in (0, 5, 24, 30):
         assert torch.equal(apply_capacity(experts, 8, c), capacity_keep(experts, 8, c))
+
+
+def test_observe_dispatch_needs_an_expert_parallel_layer():
+    """The observer watches an ExpertParallelMoE's forward: anything else is a ValueError."""
+    with pytest.raises(ValueError, match="ExpertParallelMoE"):
+        observe_dispatch(torch.nn.Linear(2, 2))
