@@ -34,19 +34,23 @@ import torch
 from torch import nn
 
 from minitorch_dist.checks import check_int
+from minitorch_dist.models.configs import LlamaConfig
 from minitorch_dist.models.data import synthetic_batch
 from minitorch_dist.models.llama import cross_entropy
 
 __all__ = [
     "EXACT",
     "TIGHT",
+    "TINY",
     "Batch",
     "Comparison",
     "Run",
     "Shard",
     "assert_runs_match",
+    "adamw",
     "batch_slice",
     "compare",
+    "full_cross_entropy",
     "make_batches",
     "param_grads",
     "param_values",
@@ -63,6 +67,23 @@ LossFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 # tolerances for torch.testing.assert_close: in fp64 only the order of additions differs
 EXACT = {"rtol": 1e-10, "atol": 1e-12}
 TIGHT = {"rtol": 1e-5, "atol": 2e-6}  # fp32: the rounding of a sum in another order
+
+# what the model-parallel comparisons (tensor, context, expert parallelism) train by default
+TINY = LlamaConfig.from_preset("tiny")
+
+
+def full_cross_entropy(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """The mean next-token loss in the logits' own dtype: fp64 stays fp64, so comparisons can be
+    exact (:func:`~minitorch_dist.models.llama.cross_entropy` computes in fp32)."""
+    return torch.nn.functional.cross_entropy(
+        logits.reshape(-1, logits.shape[-1]), targets.reshape(-1)
+    )
+
+
+def adamw(lr: float) -> Callable[[Iterable[nn.Parameter]], torch.optim.Optimizer]:
+    """The optimizer factory both sides of a model-parallel comparison use:
+    ``AdamW(params, lr=lr, weight_decay=0.1)``."""
+    return lambda params: torch.optim.AdamW(params, lr=lr, weight_decay=0.1)
 
 
 def make_batches(

@@ -13,3 +13,5 @@ class Mutant:
     target: str  # "module:Class.method" or "module:function" it replaces
     wrong: Callable  # the wrong implementation
     message: str  # regex: a failing test's output must name the mistake
+    # every failing test names it (its line in the score table too), not only one of them
+    every: bool = False

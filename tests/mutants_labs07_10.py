@@ -178,7 +178,7 @@ def _merge_not_rescaled(out_a, lse_a, out_b, lse_b):  # noqa: ANN001, ANN202
 
 # -- lab08.2 / lab08.3: ring attention ------------------------------------------------------------
 def _ring_forward_mask_everywhere(q, k, v, *, group=None, layout="zigzag", merge=None,  # noqa: ANN001, ANN202
-                                  counter=None, work=None):  # fmt: skip
+                                  counter=None):  # fmt: skip
     merge = (
         importlib.import_module("minitorch_dist.context_parallel.blocks").merge_partials
         if merge is None
@@ -193,7 +193,7 @@ def _ring_forward_mask_everywhere(q, k, v, *, group=None, layout="zigzag", merge
         if step < cp - 1:
             k_next, v_next = comm.send_recv([k, v])
         ks, vs = pieces_of(k, layout), pieces_of(v, layout)
-        for i, j, _kind in block_plan(rank, (rank - step) % cp, cp, layout, work=work):
+        for i, j, _kind in block_plan(rank, (rank - step) % cp, cp, layout):
             part = block_attention(qs[i], ks[j], vs[j], causal=True)  # on every block
             out[i] = part if out[i] is None else merge(*out[i], *part)
         if step < cp - 1:
@@ -464,7 +464,7 @@ MUTANTS_LABS07_10: list[Mutant] = [
            _cross_entropy_no_max, r"subtract the all-reduced max"),
     Mutant("lab07.4", "max-not-all-reduced",
            "minitorch_dist.tensor_parallel.vocab:VocabParallelCrossEntropy.forward",
-           _cross_entropy_local_max, r"each rank subtracted its own max"),
+           _cross_entropy_local_max, r"each rank subtracted its own max", every=True),
     Mutant("lab07.4", "offset-of-the-unpadded-vocabulary",
            "minitorch_dist.tensor_parallel.vocab:VocabParallelCrossEntropy.forward",
            _cross_entropy_unpadded_offset, r"read from the wrong column"),
@@ -498,23 +498,23 @@ MUTANTS_LABS07_10: list[Mutant] = [
            _simulate_ignores_arrival, r"before its input arrived"),
     Mutant("lab09.4", "w-not-delayed", "minitorch_dist.pipeline.schedules:_zb_h1", _zb_h1_no_delay,
            r"W passes .* delayed"),
-    Mutant("lab10.1", "top-k-not-renormalised", "minitorch_dist.expert_parallel.router:top_k_route",
+    Mutant("lab10.1", "top-k-not-renormalised", "minitorch_dist.models.routing:top_k_route",
            _top_k_not_renormalised, r"not renormalised"),
     Mutant("lab10.1", "loss-without-e",
-           "minitorch_dist.expert_parallel.router:load_balancing_loss", _loss_without_e,
+           "minitorch_dist.models.routing:load_balancing_loss", _loss_without_e,
            r"factor E"),
     Mutant("lab10.1", "softmax-after-top-k",
-           "minitorch_dist.expert_parallel.router:top_k_route", _top_k_softmax_after,
+           "minitorch_dist.models.routing:top_k_route", _top_k_softmax_after,
            r"softmax ran over the k chosen logits"),
     Mutant("lab10.1", "loss-from-top-k-probabilities",
-           "minitorch_dist.expert_parallel.router:load_balancing_loss", _loss_from_top_k_probs,
+           "minitorch_dist.models.routing:load_balancing_loss", _loss_from_top_k_probs,
            r"P_i was computed from the top-k probabilities only"),
-    Mutant("lab10.2", "capacity-floor", "minitorch_dist.expert_parallel.capacity:expert_capacity",
+    Mutant("lab10.2", "capacity-floor", "minitorch_dist.models.routing:expert_capacity",
            _capacity_floor, r"ceil\(T k cf / E\), not floor"),
-    Mutant("lab10.2", "keeps-c-plus-1", "minitorch_dist.expert_parallel.capacity:apply_capacity",
+    Mutant("lab10.2", "keeps-c-plus-1", "minitorch_dist.models.routing:apply_capacity",
            _capacity_keeps_one_more, r"position < C, not <= C"),
     Mutant("lab10.2", "queue-slot-major",
-           "minitorch_dist.expert_parallel.capacity:apply_capacity", _capacity_slot_major,
+           "minitorch_dist.models.routing:apply_capacity", _capacity_slot_major,
            r"filled slot-major .* token-major"),
     Mutant("lab10.3", "counts-not-exchanged",
            "minitorch_dist.expert_parallel.dispatch:exchange_counts", _counts_not_exchanged,
@@ -524,5 +524,5 @@ MUTANTS_LABS07_10: list[Mutant] = [
            _dropless_not_unsorted, r"left sorted by expert: they were not put back"),
     Mutant("lab10.4", "experts-strided-e-mod-ep",
            "minitorch_dist.expert_parallel.layer:ExpertParallelMoE._dropless",
-           _dropless_experts_strided, r"not every ep-th one \(e % ep\)"),
+           _dropless_experts_strided, r"not every ep-th one \(e % ep\)", every=True),
 ]  # fmt: skip

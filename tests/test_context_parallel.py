@@ -221,9 +221,9 @@ def test_ring_forward_sends_cp_minus_1_kv_blocks_to_the_next_rank(cp):
 
 def _work_rank(rank: int, cp: int, layout: str) -> float:
     q, k, v, _ = _inputs(b=1, heads=1, kv_heads=1, s=4 * cp, d=4)
-    work = WorkCounter()
-    ring_attention_forward(*(_layout(t, rank, cp, layout) for t in (q, k, v)), layout=layout,
-                           merge=merge_partials, work=work)  # fmt: skip
+    with WorkCounter().attached() as work:  # books each plan the ring asks block_plan for
+        ring_attention_forward(*(_layout(t, rank, cp, layout) for t in (q, k, v)), layout=layout,
+                               merge=merge_partials)  # fmt: skip
     return work.units
 
 
@@ -241,6 +241,25 @@ def test_work_per_rank_contiguous_4r_plus_2_zigzag_even(layout):
         assert max(units) / (sum(units) / cp) == 1.875
     else:
         assert units == [2 * cp] * cp
+
+
+def test_work_counter_books_plans_only_while_attached():
+    """The counter is a hook on block_plan: attached, it books each plan (rank 1 against rank
+    0's K/V, contiguous: one full block of 2 x 2 half-chunk units); detached, nothing more."""
+    from minitorch_dist.context_parallel import block_plan
+
+    work = WorkCounter()
+    with work.attached():
+        assert block_plan(1, 0, 2, "contiguous") == [(0, 0, "full")]
+        block_plan(0, 1, 2, "contiguous")  # keys after the queries: skipped
+    block_plan(1, 0, 2, "contiguous")  # detached: not booked
+    assert (work.full, work.diagonal, work.skipped, work.units, work.per_step) == (
+        1,
+        0,
+        1,
+        4,
+        [8, 0],
+    )
 
 
 # -- lab08.3: ring attention, backward ------------------------------------------------------------

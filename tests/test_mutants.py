@@ -191,6 +191,8 @@ def test_the_tasks_graded_tests_catch_the_mutant(
         f"{len(failed)} tests of {mutant.task} fail, none naming the mistake "
         f"({mutant.message!r}); their reasons:\n" + "\n".join(r.reason for r in failed)
     )
+    unnamed = [r.reason for r in failed if mutant.every and not re.search(mutant.message, r.output)]
+    assert not unnamed, f"tests of {mutant.task} fail without naming {mutant.mistake}: {unnamed}"
 
 
 def test_every_mutant_targets_the_reference_it_replaces() -> None:

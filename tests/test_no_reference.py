@@ -84,23 +84,11 @@ KNOWN: dict[tuple[str, str], str] = {
 }
 # (task, file): found, judged to hand out part of an answer, not fixed yet (reported as xfail)
 OPEN: dict[tuple[str, str], str] = {
-    ("lab10.1", "minitorch_dist/models/moe.py"): (
-        "route and Router.forward are the single-process block's own top-k; calling lab 10's "
-        "top_k_route from models would break the layering (models import no parallel package): "
-        "to move into a leaf both share"
-    ),
-    ("lab10.2", "minitorch_dist/models/moe.py"): (
-        "slots_for and capacity_keep are the block's own capacity (same reason as lab10.1)"
-    ),
     ("lab11.1", "minitorch_dist/planner/vs_code.py"): (
-        "the measurement's clipping norm over dp x cp (benchmark code): to call the student's "
-        "grid_grad_norm"
+        "_run_grid repeats build_3d's composition (stage cut, tp/sp, ring attention, ZeRO-1 with "
+        "the grid's norm) for v chunks per rank, checkpointing before cp: to call build_3d once "
+        "it builds v chunks per rank (parallel3d/recipe.py, outside this change)"
     ),
-    ("lab10.1", "minitorch_dist/models/moe_bias.py"): (
-        "sequence_balance_loss is lab10.1's top-k auxiliary loss per sequence (DeepSeek-V3 eqs. "
-        "17-20): to be built on load_balancing_loss"
-    ),
-    ("lab11.1", "minitorch_dist/parallel3d/compare.py"): "the pitfall's norm over dp x cp",
 }
 
 

@@ -279,3 +279,21 @@ def test_planner_memory_benchmark_runs_on_the_cpu(tmp_path):
     text = (tmp_path / "cpu_planner_memory.md").read_text()
     ratio = float(re.search(r"measured / predicted = ([0-9.]+)", text).group(1))
     assert 1 / 1.5 < ratio < 1.5
+
+
+def test_ep_bytes_under_full_recomputation_count_six_all_to_alls():
+    """Catches a planner that counts four all-to-alls per MoE layer when full recomputation
+    re-runs the layer's dispatch and combine (six, chapter 10's all_to_alls_per_step)."""
+    from minitorch_dist.expert_parallel import all_to_alls_per_step
+    from minitorch_dist.planner.cost import _messages
+
+    mixtral = as_model("mixtral-8x7b")
+    kw = {"seq_len": 4096, "global_batch": 64}
+    dispatch = all_to_all_bytes(tokens=4096, top_k=2, hidden=4096, ep=8)
+    for recompute in ("none", "selective", "full"):
+        c = ParallelConfig(dp=8, ep=8, pp=1, recompute=recompute)
+        got = comm_bytes(mixtral, c, **kw)["ep"]
+        a2a = all_to_alls_per_step(recompute)
+        assert got == 64 // 8 * a2a * 32 * dispatch
+        assert _messages(mixtral, c, 8, 32, 32)["ep"] == 8 * 32 * a2a * 7
+    assert all_to_alls_per_step("full") == 6

@@ -269,6 +269,13 @@ def test_vocab_parallel_embedding_and_cross_entropy(tp, vocab, multiple):
         leveled, level_want = out.pop("leveled")
         vp = padded_vocab_size(vocab, tp, multiple)
         close = lambda a, b: torch.allclose(a, b, rtol=1e-9, atol=1e-9)  # noqa: E731
+        padding_only = [c for c in range(tp) if c * (vp // tp) >= vocab]  # ranks of -inf only
+        nan = out["loss"][0].isnan().any()
+        assert not (nan and padding_only), (
+            f"rank {rank}: the loss is nan although every logit is finite: ranks {padding_only} "
+            f"hold only padding columns (masked to -inf, V_p = {vp} > {vocab}), so their own max "
+            "is -inf and -inf - (-inf) is nan: each rank subtracted its own max; the max must be "
+            "all-reduced (ReduceOp.MAX) over the group first, which is finite on every rank")  # fmt: skip
         assert not (close(leveled, level_want) and not close(spiked, spike_want)), (
             f"rank {rank}: the loss is right when every rank's largest logit is the same and "
             f"wrong (up to {spiked.max().item():.3g}, not {spike_want.max().item():.3g}) when "

@@ -1,6 +1,7 @@
 """Communication: what collectives cost (``cost``), counting them (``counting``), the ring built
-from send/recv (``ring``, lab 5), version shims (``shim``), and drawings of the collectives
-(``plots``, chapter 5's figures).
+from send/recv (``ring``, lab 5), version shims (``shim``), a rank's place in its group
+(``groups``: ``group_size``, ``group_rank``), collectives that return a new tensor for autograd
+Functions (``collectives``), and drawings of the collectives (``plots``, chapter 5's figures).
 
 The numbers stay free of plotting and of the memory tracker: ``import minitorch_dist.comm`` does
 not import matplotlib (import ``minitorch_dist.comm.plots`` for the figures), and the shims mark
@@ -8,6 +9,7 @@ their collectives with :func:`minitorch_dist.scopes.backend_scope`, a leaf, so t
 can leave gloo's own buffers out.
 """
 
+from .collectives import all_gather_copy, all_reduce_copy, reduce_scatter_copy, split_copy
 from .cost import (
     RING_OPS,
     algorithm_bandwidth,
@@ -17,6 +19,7 @@ from .cost import (
     multi_node_ring_bandwidth,
 )
 from .counting import Call, CommCounter
+from .groups import group_rank, group_size
 from .shim import all_gather_into_tensor, reduce_scatter_tensor
 
 __all__ = [
@@ -24,10 +27,16 @@ __all__ = [
     "Call",
     "CommCounter",
     "algorithm_bandwidth",
+    "all_gather_copy",
     "all_gather_into_tensor",
+    "all_reduce_copy",
     "bus_bandwidth",
     "collective_bytes",
     "collective_time",
+    "group_rank",
+    "group_size",
     "multi_node_ring_bandwidth",
+    "reduce_scatter_copy",
     "reduce_scatter_tensor",
+    "split_copy",
 ]

@@ -31,8 +31,15 @@ __all__ = [
     "run_collective",
 ]
 
-COLLECTIVES = ("broadcast", "reduce", "all_reduce", "reduce_scatter", "all_gather", "all_to_all",
-               "send_recv")  # fmt: skip
+COLLECTIVES = (
+    "broadcast",
+    "reduce",
+    "all_reduce",
+    "reduce_scatter",
+    "all_gather",
+    "all_to_all",
+    "send_recv",
+)
 Cell = tuple[tuple[int, ...], int] | None  # (ranks summed in, chunk index), or None: empty
 _LETTERS = "abcdefgh"
 _COLORS = ["#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b2", "#937860", "#da8bc3", "#8c8c8c"]
@@ -67,8 +74,11 @@ def run_collective(rank: int, world_size: int, op: str) -> tuple[list[Cell], lis
         raise ValueError(f"op must be one of {COLLECTIVES}, got {op!r}")
     n = world_size
     everything = list(range(n))
-    own = {"broadcast": everything if rank == 0 else [], "all_gather": [rank],
-           "send_recv": everything if rank == 0 else []}.get(op, everything)  # fmt: skip
+    own = {
+        "broadcast": everything if rank == 0 else [],
+        "all_gather": [rank],
+        "send_recv": everything if rank == 0 else [],
+    }.get(op, everything)
     t = _encode(rank, n, own)
     before = _decode(t)
     if op == "broadcast":
@@ -115,8 +125,15 @@ def _grid(
                 alpha = 1.0 if len(ranks) in (1, n) else 0.35 + 0.5 * len(ranks) / n
             edge = 2.5 if sent and (r, j) in sent else 0.6
             ax.add_patch(_rect(j, r, face, alpha, edge))
-            ax.text(j + 0.5, r + 0.5, _label(cell, n), ha="center", va="center", fontsize=font,
-                    color="white" if cell else "black")  # fmt: skip
+            ax.text(
+                j + 0.5,
+                r + 0.5,
+                _label(cell, n),
+                ha="center",
+                va="center",
+                fontsize=font,
+                color="white" if cell else "black",
+            )
     ax.set_xlim(0, len(cells[0]))
     ax.set_ylim(n, 0)
     ax.set_xticks([j + 0.5 for j in range(len(cells[0]))], [str(j) for j in range(len(cells[0]))])
@@ -211,13 +228,19 @@ def plot_alpha_beta(
     fig = BookFigure(figsize=(6, 3.4))
     ax = fig.subplots()
     for algorithm in ALGORITHMS:
-        t = [collective_time("all_reduce", s, world_size, alpha=alpha, bandwidth=bandwidth,
-                             algorithm=algorithm) for s in sizes]  # fmt: skip
+        t = [
+            collective_time(
+                "all_reduce", s, world_size, alpha=alpha, bandwidth=bandwidth, algorithm=algorithm
+            )
+            for s in sizes
+        ]
         ax.loglog(sizes, t, label=algorithm.replace("_", " "))
     ax.set_xlabel("message size S (bytes)")
     ax.set_ylabel("all-reduce time (s)")
-    ax.set_title(f"alpha-beta model, n = {world_size}, alpha = {alpha * 1e6:g} µs, "
-                 f"{bandwidth / 1e9:g} GB/s", fontsize=9)  # fmt: skip
+    ax.set_title(
+        f"alpha-beta model, n = {world_size}, alpha = {alpha * 1e6:g} µs, {bandwidth / 1e9:g} GB/s",
+        fontsize=9,
+    )
     ax.grid(True, which="major", alpha=0.3)
     ax.legend()
     fig.tight_layout()

@@ -22,6 +22,7 @@ import torch.distributed as dist
 import torch.nn.functional as F
 
 from minitorch_dist.checks import check_divisible
+from minitorch_dist.comm.groups import group_rank, group_size
 from minitorch_dist.comm.shim import all_gather_into_tensor, reduce_scatter_tensor
 from minitorch_dist.context_parallel.blocks import (
     block_attention,
@@ -35,20 +36,12 @@ from minitorch_dist.scopes import backend_scope
 __all__ = ["allgather_attention", "ulysses_attention"]
 
 
-def _size(group: Any) -> int:
-    return dist.get_world_size(group) if dist.is_initialized() else 1
-
-
-def _rank(group: Any) -> int:
-    return dist.get_rank(group) if dist.is_initialized() else 0
-
-
 def _gather_seq(x: torch.Tensor, group: Any) -> torch.Tensor:
     """(b, h, s/cp, d) on each rank -> (cp, b, h, s/cp, d): every rank's shard, in rank order."""
-    out = x.new_empty((_size(group) * x.shape[0], *x.shape[1:]))  # gloo: shards along dim 0
+    out = x.new_empty((group_size(group) * x.shape[0], *x.shape[1:]))  # gloo: shards along dim 0
     with backend_scope():
         all_gather_into_tensor(out, x.contiguous(), group=group)
-    return out.view(_size(group), *x.shape)
+    return out.view(group_size(group), *x.shape)
 
 
 def _reduce_scatter_seq(x: torch.Tensor, group: Any) -> torch.Tensor:
@@ -61,9 +54,10 @@ def _reduce_scatter_seq(x: torch.Tensor, group: Any) -> torch.Tensor:
 
 class _AllGatherAttention(torch.autograd.Function):
     @staticmethod
-    def forward(ctx: Any, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, group: Any,
-                layout: str) -> torch.Tensor:  # fmt: skip
-        cp, rank = _size(group), _rank(group)
+    def forward(
+        ctx: Any, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, group: Any, layout: str
+    ) -> torch.Tensor:
+        cp, rank = group_size(group), group_rank(group)
         k_all, v_all = _gather_seq(k, group), _gather_seq(v, group)  # (cp, b, KV, s/cp, d)
         # BEGIN SOLUTION lab08.2: the ring's block loop, on the gathered K/V of each rank in turn
         qs, out = pieces_of(q, layout), [None] * (1 if layout == "contiguous" else 2)
@@ -81,7 +75,7 @@ class _AllGatherAttention(torch.autograd.Function):
     @staticmethod
     def backward(ctx: Any, dout: torch.Tensor) -> tuple[Any, ...]:
         q, k_all, v_all, o, lse = ctx.saved_tensors
-        cp, rank, layout = _size(ctx.group), _rank(ctx.group), ctx.layout
+        cp, rank, layout = group_size(ctx.group), group_rank(ctx.group), ctx.layout
         # BEGIN SOLUTION lab08.3: the ring's backward block loop, on the gathered K/V
         delta = (dout * o).sum(-1)
         qs, dos, lses, deltas = (pieces_of(t, layout) for t in (q, dout, lse, delta))
@@ -91,8 +85,9 @@ class _AllGatherAttention(torch.autograd.Function):
             ks, vs = pieces_of(k_all[src], layout), pieces_of(v_all[src], layout)
             dks, dvs = pieces_of(dk_all[src], layout), pieces_of(dv_all[src], layout)
             for i, j, kind in block_plan(rank, src, cp, layout):
-                g = block_attention_backward(dos[i], qs[i], ks[j], vs[j], lses[i], deltas[i],
-                                             causal=kind == "diagonal")  # fmt: skip
+                g = block_attention_backward(
+                    dos[i], qs[i], ks[j], vs[j], lses[i], deltas[i], causal=kind == "diagonal"
+                )
                 dq[i] += g[0]
                 dks[j].add_(g[1])
                 dvs[j].add_(g[2])
@@ -103,12 +98,16 @@ class _AllGatherAttention(torch.autograd.Function):
 
 
 def allgather_attention(
-    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, group: Any = None,
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    *,
+    group: Any = None,
     layout: str = "zigzag",
-) -> torch.Tensor:  # fmt: skip
+) -> torch.Tensor:
     """Causal attention of this rank's shard (as :func:`ring_attention`) after all-gathering
     K and V; backward reduce-scatters their gradients."""
-    check_layout(q.shape[2] * _size(group), _size(group), layout)
+    check_layout(q.shape[2] * group_size(group), group_size(group), layout)
     return _AllGatherAttention.apply(q, k, v, group, layout)
 
 
@@ -117,8 +116,9 @@ class _AllToAll(torch.autograd.Function):
     along ``gather_dim``; backward is the reverse all-to-all."""
 
     @staticmethod
-    def forward(ctx: Any, x: torch.Tensor, group: Any, scatter_dim: int,
-                gather_dim: int) -> torch.Tensor:  # fmt: skip
+    def forward(
+        ctx: Any, x: torch.Tensor, group: Any, scatter_dim: int, gather_dim: int
+    ) -> torch.Tensor:
         ctx.group, ctx.dims = group, (scatter_dim, gather_dim)
         return _all_to_all(x, group, scatter_dim, gather_dim)
 
@@ -129,7 +129,7 @@ class _AllToAll(torch.autograd.Function):
 
 
 def _all_to_all(x: torch.Tensor, group: Any, scatter_dim: int, gather_dim: int) -> torch.Tensor:
-    cp = _size(group)
+    cp = group_size(group)
     inputs = [t.contiguous() for t in x.chunk(cp, dim=scatter_dim)]
     outputs = [torch.empty_like(t) for t in inputs]
     with backend_scope():
@@ -138,13 +138,17 @@ def _all_to_all(x: torch.Tensor, group: Any, scatter_dim: int, gather_dim: int) 
 
 
 def ulysses_attention(
-    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, group: Any = None,
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    *,
+    group: Any = None,
     layout: str = "zigzag",
-) -> torch.Tensor:  # fmt: skip
+) -> torch.Tensor:
     """Causal attention of this rank's shard by Ulysses: all-to-all to (b, H/cp, s, d), fused
     causal attention over the whole sequence in order, all-to-all back. ValueError unless cp
     divides the heads and the kv heads."""
-    cp = _size(group)
+    cp = group_size(group)
     check_divisible("heads", q.shape[1], "cp", cp)
     check_divisible("kv_heads", k.shape[1], "cp", cp)
     seq_len = check_layout(q.shape[2] * cp, cp, layout) * cp

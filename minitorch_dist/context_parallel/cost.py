@@ -33,15 +33,19 @@ from fractions import Fraction
 from minitorch_dist.checks import check_bool, check_divisible, check_int, check_positive
 from minitorch_dist.context_parallel.layout import check_layout, chunk_ids
 
-__all__ = [
+__all__ = [  # the names from before the naming rule stay, as aliases (end of file)
+    "allgather_attention_bytes",
     "allgather_bytes_per_rank",
     "causal_work",
     "hidden",
+    "hybrid_attention_bytes",
     "hybrid_cp_bytes",
     "min_tokens_per_rank",
     "overlap_fraction",
+    "ring_attention_bytes",
     "ring_bytes_per_rank",
     "ring_step_times",
+    "ulysses_attention_bytes",
     "ulysses_bytes_per_rank",
     "work_imbalance",
 ]
@@ -55,7 +59,7 @@ def _kv_block(batch: int, kv_heads: int, seq: int, head_dim: int, cp: int, p: in
     return 2 * batch * kv_heads * check_divisible("seq", seq, "cp", cp) * head_dim * p
 
 
-def ring_bytes_per_rank(
+def ring_attention_bytes(
     batch: int, kv_heads: int, seq: int, head_dim: int, cp: int, *,
     bytes_per_element: int = 2, backward: bool = False,
 ) -> int:  # fmt: skip
@@ -66,7 +70,7 @@ def ring_bytes_per_rank(
     return (cp - 1) * block * (2 if check_bool("backward", backward) else 1)
 
 
-def allgather_bytes_per_rank(
+def allgather_attention_bytes(
     batch: int, kv_heads: int, seq: int, head_dim: int, cp: int, *,
     bytes_per_element: int = 2, backward: bool = False,
 ) -> int:  # fmt: skip
@@ -77,7 +81,7 @@ def allgather_bytes_per_rank(
     return (cp - 1) * _kv_block(batch, kv_heads, seq, head_dim, cp, bytes_per_element)
 
 
-def ulysses_bytes_per_rank(
+def ulysses_attention_bytes(
     batch: int, heads: int, kv_heads: int, seq: int, head_dim: int, cp: int, *,
     bytes_per_element: int = 2, backward: bool = False,
 ) -> int:  # fmt: skip
@@ -93,24 +97,24 @@ def ulysses_bytes_per_rank(
     return (cp - 1) * (q_block + kv_block) // cp
 
 
-def hybrid_cp_bytes(
+def hybrid_attention_bytes(
     batch: int, heads: int, kv_heads: int, seq: int, head_dim: int, u: int, r: int, *,
     bytes_per_element: int = 2, backward: bool = False,
 ) -> int:  # fmt: skip
     """Bytes ONE rank sends in hybrid (USP, Megatron-LM's ``a2a+p2p``) attention over
     ``c = u r`` ranks, forward (or ``backward=True``): Ulysses' four all-to-alls over ``u``
-    ranks, ``(u - 1) / u b (s/c) d p (2H + 2KV)`` (:func:`ulysses_bytes_per_rank` at a
+    ranks, ``(u - 1) / u b (s/c) d p (2H + 2KV)`` (:func:`ulysses_attention_bytes` at a
     sequence of ``s/r`` over ``u`` ranks), plus the ring over ``r`` ranks on ``KV/u`` heads and
     ``s/r`` tokens, ``(r - 1) 2 b (KV/u) (s/r) d p``, twice that backward
-    (:func:`ring_bytes_per_rank`). ValueError unless u divides H and KV."""
+    (:func:`ring_attention_bytes`). ValueError unless u divides H and KV."""
     check_int("u", u)
     check_int("r", r)
     check_divisible("heads", heads, "u", u)
     kv_local = check_divisible("kv_heads", kv_heads, "u", u)
     ring_seq = check_divisible("seq", seq, "r", r)
     kw = dict(bytes_per_element=bytes_per_element, backward=backward)
-    a2a = ulysses_bytes_per_rank(batch, heads, kv_heads, ring_seq, head_dim, u, **kw)
-    return a2a + ring_bytes_per_rank(batch, kv_local, seq, head_dim, r, **kw)
+    a2a = ulysses_attention_bytes(batch, heads, kv_heads, ring_seq, head_dim, u, **kw)
+    return a2a + ring_attention_bytes(batch, kv_local, seq, head_dim, r, **kw)
 
 
 def causal_work(rank: int, cp: int, *, layout: str = "zigzag") -> int:
@@ -175,3 +179,11 @@ def min_tokens_per_rank(
     check_positive("bandwidth", bandwidth)
     check_positive("flops", flops)
     return kv_heads * bytes_per_element * flops / (heads * bandwidth)
+
+
+# The names before the naming rule (closed forms ``<technique>_bytes``, counters
+# ``count_<technique>_bytes``): plain aliases, kept for one release; labs and chapters call some.
+ring_bytes_per_rank = ring_attention_bytes
+allgather_bytes_per_rank = allgather_attention_bytes
+ulysses_bytes_per_rank = ulysses_attention_bytes
+hybrid_cp_bytes = hybrid_attention_bytes

@@ -20,7 +20,7 @@ and ``2c - 1 - i u - j`` (together half-chunk ``2r - 1 - i`` of ``2r``, in rever
 ``j``). After the all-to-all a rank puts the second halves back in order and runs the
 package's ring attention, with its zig-zag block plan, over ``r`` ranks.
 
-Bytes (:func:`~minitorch_dist.context_parallel.cost.hybrid_cp_bytes`): Ulysses' four
+Bytes (:func:`~minitorch_dist.context_parallel.cost.hybrid_attention_bytes`): Ulysses' four
 all-to-alls over ``u`` ranks plus the ring's K/V blocks of ``KV/u`` heads over ``r`` ranks. The
 all-to-alls are exposed (attention waits for them); the ring's messages overlap its blocks.
 """

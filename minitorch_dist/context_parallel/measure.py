@@ -12,65 +12,94 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
-import torch.nn.functional as F
 
 from minitorch_dist.checks import check_choice, check_int
 from minitorch_dist.comm import CommCounter
 from minitorch_dist.context_parallel.alternatives import allgather_attention, ulysses_attention
 from minitorch_dist.context_parallel.cost import (
-    allgather_bytes_per_rank,
-    ring_bytes_per_rank,
-    ulysses_bytes_per_rank,
+    allgather_attention_bytes,
+    ring_attention_bytes,
+    ulysses_attention_bytes,
 )
 from minitorch_dist.context_parallel.layout import check_layout, shard_sequence
 from minitorch_dist.context_parallel.model import LayoutShard, apply_context_parallel, cp_split
-from minitorch_dist.context_parallel.ring import WorkCounter, ring_attention
+from minitorch_dist.context_parallel.ring import ring_attention
+from minitorch_dist.context_parallel.work import WorkCounter
 from minitorch_dist.launcher import launch
 from minitorch_dist.memory.track import MemoryTracker
 from minitorch_dist.models import Llama, LlamaConfig
-from minitorch_dist.reference import (
+from minitorch_dist.reference import (  # TINY, full_cross_entropy: importable here too
+    TINY,
     Comparison,
     Run,
+    adamw,
     compare,
+    full_cross_entropy,
     make_batches,
     reference_run,
     run_training,
 )
 
-__all__ = ["ATTENTIONS", "TINY", "attention_inputs", "compare_with_reference", "count_cp_bytes",
-           "cp_runs", "full_cross_entropy", "measure_attention", "measure_work"]  # fmt: skip
+__all__ = [
+    "ATTENTIONS",
+    "TINY",
+    "attention_inputs",
+    "compare_with_reference",
+    "count_cp_bytes",
+    "cp_runs",
+    "full_cross_entropy",
+    "measure_attention",
+    "measure_work",
+]
 
-TINY = LlamaConfig.from_preset("tiny")
-ATTENTIONS = {"ring": ring_attention, "allgather": allgather_attention,
-              "ulysses": ulysses_attention}  # fmt: skip
-
-
-def full_cross_entropy(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-    """Mean next-token loss in the logits' own dtype (fp64 stays fp64: exact comparisons)."""
-    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
-
-
-def _adamw(lr: float) -> Any:
-    return lambda params: torch.optim.AdamW(params, lr=lr, weight_decay=0.1)
+ATTENTIONS = {
+    "ring": ring_attention,
+    "allgather": allgather_attention,
+    "ulysses": ulysses_attention,
+}
 
 
 # -- the tiny Llama against the reference ---------------------------------------------------------
-def _cp_rank(rank: int, cp: int, config: LlamaConfig, batches: list, layout: str,
-             attention: str, dtype: torch.dtype, lr: float, seed: int) -> Run:  # fmt: skip
+def _cp_rank(
+    rank: int,
+    cp: int,
+    config: LlamaConfig,
+    batches: list,
+    layout: str,
+    attention: str,
+    dtype: torch.dtype,
+    lr: float,
+    seed: int,
+) -> Run:
     torch.manual_seed(seed)  # the same whole model on every rank
     model = Llama(config).to(dtype)
     apply_context_parallel(model, dist.group.WORLD, layout=layout, attention=ATTENTIONS[attention])
-    opt = _adamw(lr)(model.parameters())
-    return run_training(model, opt, batches, loss_fn=full_cross_entropy, rank=rank,
-                        world_size=cp, split=cp_split(layout))  # fmt: skip
+    opt = adamw(lr)(model.parameters())
+    return run_training(
+        model,
+        opt,
+        batches,
+        loss_fn=full_cross_entropy,
+        rank=rank,
+        world_size=cp,
+        split=cp_split(layout),
+    )
 
 
 def cp_runs(
-    cp: int, *, layout: str = "zigzag", attention: str = "ring", steps: int = 3,
-    dtype: torch.dtype = torch.float64, config: LlamaConfig | None = None,
-    global_batch: int = 2, seq_len: int = 16, lr: float = 1e-2, seed: int = 0,
+    cp: int,
+    *,
+    layout: str = "zigzag",
+    attention: str = "ring",
+    steps: int = 3,
+    dtype: torch.dtype = torch.float64,
+    config: LlamaConfig | None = None,
+    global_batch: int = 2,
+    seq_len: int = 16,
+    lr: float = 1e-2,
+    seed: int = 0,
     timeout: float = 120.0,
-) -> tuple[list[Run], Run]:  # fmt: skip
+) -> tuple[list[Run], Run]:
     """``(runs, reference)``: ``steps`` AdamW steps of the tiny Llama (or ``config``) with
     context parallelism over ``cp`` emulated ranks (each its ``seq_len / cp`` tokens of every
     row) and in one process on the whole batches, through :mod:`minitorch_dist.reference`. Pass
@@ -82,10 +111,17 @@ def cp_runs(
     check_choice("attention", attention, ATTENTIONS)
     check_layout(seq_len, cp, layout)
     batches = make_batches(config.vocab_size, global_batch, seq_len, steps, seed)
-    ref = reference_run(lambda: Llama(config), _adamw(lr), batches, seed=seed, dtype=dtype,
-                        loss_fn=full_cross_entropy)  # fmt: skip
-    runs = launch(_cp_rank, cp, config, batches, layout, attention, dtype, lr, seed,
-                  timeout=timeout)  # fmt: skip
+    ref = reference_run(
+        lambda: Llama(config),
+        adamw(lr),
+        batches,
+        seed=seed,
+        dtype=dtype,
+        loss_fn=full_cross_entropy,
+    )
+    runs = launch(
+        _cp_rank, cp, config, batches, layout, attention, dtype, lr, seed, timeout=timeout
+    )
     return runs, ref
 
 
@@ -102,8 +138,11 @@ def compare_with_reference(cp: int, **kwargs: Any) -> list[Comparison]:
         errors = {
             f"loss {k}": abs(a - b) for k, (a, b) in enumerate(zip(mean.tolist(), ref.losses))
         }
-        errors |= compare({"outputs": run.outputs}, {"outputs": ref.outputs},
-                          shards={"outputs": LayoutShard(rank, cp, layout)}).errors  # fmt: skip
+        errors |= compare(
+            {"outputs": run.outputs},
+            {"outputs": ref.outputs},
+            shards={"outputs": LayoutShard(rank, cp, layout)},
+        ).errors
         errors |= {f"grad {n}": e for n, e in compare(run.grads, ref.grads).errors.items()}
         errors |= {f"weight {n}": e for n, e in compare(run.weights, ref.weights).errors.items()}
         results.append(Comparison(errors))
@@ -112,10 +151,18 @@ def compare_with_reference(cp: int, **kwargs: Any) -> list[Comparison]:
 
 # -- attention alone: inputs, bytes, work, memory and time ----------------------------------------
 def attention_inputs(
-    rank: int, cp: int, *, layout: str = "zigzag", batch: int = 1, heads: int = 4,
-    kv_heads: int = 2, seq: int = 32, head_dim: int = 8, dtype: torch.dtype = torch.float32,
+    rank: int,
+    cp: int,
+    *,
+    layout: str = "zigzag",
+    batch: int = 1,
+    heads: int = 4,
+    kv_heads: int = 2,
+    seq: int = 32,
+    head_dim: int = 8,
+    dtype: torch.dtype = torch.float32,
     seed: int = 0,
-) -> tuple[torch.Tensor, ...]:  # fmt: skip
+) -> tuple[torch.Tensor, ...]:
     """Seeded full q, k, v and an output gradient, and rank ``rank``'s shards of them:
     ``(q, k, v, dout, q_r, k_r, v_r, dout_r)``, the shards leaves that require grad."""
     gen = torch.Generator().manual_seed(seed)
@@ -135,42 +182,61 @@ def _bytes_rank(rank: int, cp: int, method: str, layout: str, shape: dict) -> di
         out = ATTENTIONS[method](q, k, v, layout=layout)
     with CommCounter() as backward:
         out.backward(dout)
-    return {"forward": forward.total_bytes_sent, "backward": backward.total_bytes_sent,
-            "calls": (dict(forward.calls), dict(backward.calls))}  # fmt: skip
+    return {
+        "forward": forward.total_bytes_sent,
+        "backward": backward.total_bytes_sent,
+        "calls": (dict(forward.calls), dict(backward.calls)),
+    }
 
 
 def count_cp_bytes(
-    cp: int, *, method: str = "ring", layout: str = "zigzag", batch: int = 1, heads: int = 4,
-    kv_heads: int = 2, seq: int = 32, head_dim: int = 8, dtype: torch.dtype = torch.float32,
+    cp: int,
+    *,
+    method: str = "ring",
+    layout: str = "zigzag",
+    batch: int = 1,
+    heads: int = 4,
+    kv_heads: int = 2,
+    seq: int = 32,
+    head_dim: int = 8,
+    dtype: torch.dtype = torch.float32,
     timeout: float = 60.0,
-) -> dict[str, Any]:  # fmt: skip
+) -> dict[str, Any]:
     """Bytes each rank sent in one attention call (forward, backward) counted by CommCounter,
     and the formula's: ``{"per_rank": [...], "formula": {"forward", "backward"}}``."""
     check_choice("method", method, ATTENTIONS)
-    shape = dict(batch=batch, heads=heads, kv_heads=kv_heads, seq=seq, head_dim=head_dim,
-                 dtype=dtype)  # fmt: skip
+    shape = dict(
+        batch=batch, heads=heads, kv_heads=kv_heads, seq=seq, head_dim=head_dim, dtype=dtype
+    )
     p = torch.empty((), dtype=dtype).element_size()
     dims = (batch, kv_heads, seq, head_dim, cp)
     formula = {
-        "ring": lambda bw: ring_bytes_per_rank(*dims, bytes_per_element=p, backward=bw),
-        "allgather": lambda bw: allgather_bytes_per_rank(*dims, bytes_per_element=p, backward=bw),
-        "ulysses": lambda bw: ulysses_bytes_per_rank(batch, heads, *dims[1:],
-                                                     bytes_per_element=p, backward=bw),
-    }[method]  # fmt: skip
+        "ring": lambda bw: ring_attention_bytes(*dims, bytes_per_element=p, backward=bw),
+        "allgather": lambda bw: allgather_attention_bytes(*dims, bytes_per_element=p, backward=bw),
+        "ulysses": lambda bw: ulysses_attention_bytes(
+            batch, heads, *dims[1:], bytes_per_element=p, backward=bw
+        ),
+    }[method]
     per_rank = launch(_bytes_rank, cp, method, layout, shape, timeout=timeout)
     return {"per_rank": per_rank, "formula": {"forward": formula(False), "backward": formula(True)}}
 
 
 def _work_rank(rank: int, cp: int, layout: str, seq: int) -> dict:
     *_, q, k, v, _ = attention_inputs(rank, cp, layout=layout, seq=seq)
-    work = WorkCounter()
-    ring_attention(q, k, v, layout=layout, work=work)
-    return {"units": work.units, "full": work.full, "diagonal": work.diagonal,
-            "skipped": work.skipped, "per_step": [u / 2 for u in work.per_step]}  # fmt: skip
+    with WorkCounter().attached() as work:  # a hook on the ring's block_plan
+        ring_attention(q, k, v, layout=layout)
+    return {
+        "units": work.units,
+        "full": work.full,
+        "diagonal": work.diagonal,
+        "skipped": work.skipped,
+        "per_step": [u / 2 for u in work.per_step],
+    }
 
 
-def measure_work(cp: int, *, layout: str = "zigzag", seq: int | None = None,
-                 timeout: float = 60.0) -> list[dict]:  # fmt: skip
+def measure_work(
+    cp: int, *, layout: str = "zigzag", seq: int | None = None, timeout: float = 60.0
+) -> list[dict]:
     """Per rank, the attention blocks ring attention computed (forward), counted by a
     :class:`WorkCounter`: ``units`` in half-chunk x half-chunk blocks (a diagonal one 1/2)."""
     seq = 4 * cp if seq is None else seq
@@ -197,15 +263,27 @@ def _memory_rank(rank: int, cp: int, method: str, layout: str, shape: dict, repe
         start = time.perf_counter()
         attention(q, k, v, layout=layout).backward(dout)
         times.append(time.perf_counter() - start)
-    return {"peak_bytes": peak, "saved_bytes": saved,
-            "step_s": statistics.median(times) if times else None}  # fmt: skip
+    return {
+        "peak_bytes": peak,
+        "saved_bytes": saved,
+        "step_s": statistics.median(times) if times else None,
+    }
 
 
 def measure_attention(
-    cp: int, *, method: str = "ring", layout: str = "zigzag", batch: int = 1, heads: int = 4,
-    kv_heads: int = 2, seq: int = 256, head_dim: int = 16, dtype: torch.dtype = torch.float32,
-    repeats: int = 0, timeout: float = 120.0,
-) -> list[dict]:  # fmt: skip
+    cp: int,
+    *,
+    method: str = "ring",
+    layout: str = "zigzag",
+    batch: int = 1,
+    heads: int = 4,
+    kv_heads: int = 2,
+    seq: int = 256,
+    head_dim: int = 16,
+    dtype: torch.dtype = torch.float32,
+    repeats: int = 0,
+    timeout: float = 120.0,
+) -> list[dict]:
     """Per rank: ``peak_bytes``, the most memory one attention forward + backward held at once
     beyond its inputs (measured by :class:`~minitorch_dist.memory.MemoryTracker`);
     ``saved_bytes``, what the forward left alive for backward (its output included): what a
@@ -213,6 +291,7 @@ def measure_attention(
     ``step_s``, the median wall time of ``repeats`` more forward + backward (None if 0)."""
     check_choice("method", method, ATTENTIONS)
     check_int("repeats", repeats, minimum=0)
-    shape = dict(batch=batch, heads=heads, kv_heads=kv_heads, seq=seq, head_dim=head_dim,
-                 dtype=dtype)  # fmt: skip
+    shape = dict(
+        batch=batch, heads=heads, kv_heads=kv_heads, seq=seq, head_dim=head_dim, dtype=dtype
+    )
     return launch(_memory_rank, cp, method, layout, shape, repeats, timeout=timeout)

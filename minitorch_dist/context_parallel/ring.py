@@ -17,19 +17,21 @@ Backward (lab08.3) runs the ring again. Each rank recomputes its blocks from the
 ``lse`` (:func:`block_attention_backward`), adds its share of dq locally, and adds its share of
 the visiting block's dk/dv to a buffer that travels one hop behind the K/V and reaches the
 block's owner after ``cp - 1`` hops: twice the forward's bytes
-(:func:`~minitorch_dist.context_parallel.cost.ring_bytes_per_rank`).
+(:func:`~minitorch_dist.context_parallel.cost.ring_attention_bytes`).
 """
 
 from __future__ import annotations
 
 import contextlib
+from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 import torch.distributed as dist
+from torch.utils.hooks import RemovableHandle
 
+from minitorch_dist.comm.groups import group_rank, group_size
 from minitorch_dist.context_parallel.blocks import (
     block_attention,
     block_attention_backward,
@@ -40,40 +42,16 @@ from minitorch_dist.context_parallel.layout import check_layout, chunk_ids
 __all__ = [
     "RingAttention",
     "RingComm",
-    "WorkCounter",
     "block_plan",
     "pieces_of",
+    "register_plan_hook",
     "ring_attention",
     "ring_attention_backward",
     "ring_attention_forward",
 ]
 
 Merge = Callable[..., tuple[torch.Tensor, torch.Tensor]]
-
-
-def _size(group: Any) -> int:
-    return dist.get_world_size(group) if dist.is_initialized() else 1
-
-
-def _rank(group: Any) -> int:
-    return dist.get_rank(group) if dist.is_initialized() else 0
-
-
-@dataclass
-class WorkCounter:
-    """The attention blocks a rank computed: ``full`` (every query sees every key) and
-    ``diagonal`` (causal, half masked), each of ``block_tokens`` x ``block_tokens``;
-    :attr:`units` counts them in half-chunk x half-chunk blocks, a diagonal one as 1/2."""
-
-    full: int = 0
-    diagonal: int = 0
-    skipped: int = 0
-    units_twice: int = 0  # twice the units: stays an integer
-    per_step: list[int] = field(default_factory=list)  # units_twice added at each ring step
-
-    @property
-    def units(self) -> float:
-        return self.units_twice / 2
+_size, _rank = group_size, group_rank  # the names earlier solutions (and the mutants) call
 
 
 def _pieces(rank: int, cp: int, layout: str) -> list[int]:
@@ -82,25 +60,24 @@ def _pieces(rank: int, cp: int, layout: str) -> list[int]:
     return [rank] if layout == "contiguous" else chunk_ids(rank, cp, layout=layout)
 
 
-def _count(work: WorkCounter | None, plan: list[tuple[int, int, str]], pieces: int) -> None:
-    if work is None:
-        return
-    per_block = (2 // pieces) ** 2 * 2  # twice the half-chunk units of a full piece x piece
-    added = 0
-    for *_, kind in plan:
-        added += per_block if kind == "full" else per_block // 2
-        setattr(work, kind, getattr(work, kind) + 1)
-    work.skipped += pieces * pieces - len(plan)
-    work.units_twice += added
-    work.per_step.append(added)
+PlanHook = Callable[[list[tuple[int, int, str]], int], None]
+_plan_hooks: OrderedDict[int, PlanHook] = OrderedDict()  # RemovableHandle needs a weakref
 
 
-def block_plan(
-    q_rank: int, kv_rank: int, cp: int, layout: str, *, work: WorkCounter | None = None
-) -> list[tuple[int, int, str]]:
+def register_plan_hook(hook: PlanHook) -> RemovableHandle:
+    """Call ``hook(plan, pieces)`` with every plan :func:`block_plan` returns (one per ring step;
+    ``pieces``: the pieces of a rank's shard, 1 or 2). Returns a handle: ``handle.remove()``
+    detaches the hook. How a measurement watches the ring from outside, e.g.
+    :class:`~minitorch_dist.context_parallel.work.WorkCounter`."""
+    handle = RemovableHandle(_plan_hooks)
+    _plan_hooks[handle.id] = hook
+    return handle
+
+
+def block_plan(q_rank: int, kv_rank: int, cp: int, layout: str) -> list[tuple[int, int, str]]:
     """Which (query piece, key piece) blocks rank ``q_rank`` computes against the K/V of rank
     ``kv_rank``, and how: ``(i, j, "full" | "diagonal")``; a block whose keys all come after its
-    queries is left out. ``work``: a :class:`WorkCounter` that books the plan."""
+    queries is left out. The hooks of :func:`register_plan_hook` see each plan."""
     pieces = _pieces(q_rank, cp, layout)
     plan = []
     for i, qc in enumerate(pieces):
@@ -109,7 +86,8 @@ def block_plan(
                 plan.append((i, j, "full"))
             elif qc == kc:
                 plan.append((i, j, "diagonal"))
-    _count(work, plan, len(pieces))
+    for hook in tuple(_plan_hooks.values()):
+        hook(plan, len(pieces))
     return plan
 
 
@@ -120,7 +98,7 @@ class RingComm:
 
     def __init__(self, group: Any = None, counter: Any = None, tag: int = 0) -> None:
         self.group, self.counter, self.tag = group, counter, tag
-        self.cp, self.rank = _size(group), _rank(group)
+        self.cp, self.rank = group_size(group), group_rank(group)
         self._global = lambda r: dist.get_global_rank(group, r) if group is not None else r
         self._pending: list[Any] = []
 
@@ -158,25 +136,24 @@ def ring_attention_forward(
     layout: str = "zigzag",
     merge: Merge | None = None,
     counter: Any = None,
-    work: WorkCounter | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """This rank's ``(out, lse)`` of causal attention: out (b, H, s/cp, d), lse (b, H, s/cp).
     ``merge`` folds two partial results together (default :func:`merge_partials`); ``counter``
-    goes to :class:`RingComm`, ``work`` to :func:`block_plan`. Split q, k and v into their
-    pieces with ``pieces_of(x, layout)``; ask :func:`block_plan` which blocks to compute at each
-    step; :func:`block_attention` computes one."""
+    goes to :class:`RingComm`. Split q, k and v into their pieces with ``pieces_of(x, layout)``;
+    ask :func:`block_plan` which blocks to compute at each step; :func:`block_attention`
+    computes one."""
     merge = merge_partials if merge is None else merge
-    cp = _size(group)
+    cp = group_size(group)
     check_layout(q.shape[2] * cp, cp, layout)
     # BEGIN SOLUTION lab08.2: pass K/V round the ring, attend block by block, merge
-    comm, rank = RingComm(group, counter), _rank(group)
+    comm, rank = RingComm(group, counter), group_rank(group)
     qs = pieces_of(q, layout)  # my query pieces
     out = [None] * len(qs)  # running (out, lse) per query piece
     for step in range(cp):
         if step < cp - 1:  # post the next block's transfer before computing on this one
             k_next, v_next = comm.send_recv([k, v])
         ks, vs = pieces_of(k, layout), pieces_of(v, layout)
-        for i, j, kind in block_plan(rank, (rank - step) % cp, cp, layout, work=work):
+        for i, j, kind in block_plan(rank, (rank - step) % cp, cp, layout):
             part = block_attention(qs[i], ks[j], vs[j], causal=kind == "diagonal")
             out[i] = part if out[i] is None else merge(*out[i], *part)
         if step < cp - 1:
@@ -201,10 +178,10 @@ def ring_attention_backward(
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """``(dq, dk, dv)`` of this rank's shards, given the forward's inputs, its output and its
     final ``lse``: K/V travel the ring again, their gradients one hop behind them."""
-    cp = _size(group)
+    cp = group_size(group)
     check_layout(q.shape[2] * cp, cp, layout)
     # BEGIN SOLUTION lab08.3: K/V round the ring again; dK/dV follow and return to the owner
-    comm, rank = RingComm(group, counter), _rank(group)
+    comm, rank = RingComm(group, counter), group_rank(group)
     grads = RingComm(group, counter, tag=1)  # its own tag: never matched with a K/V message
     delta = (dout * out).sum(-1)  # (b, H, s/cp): rowsum(dO * O)
     qs, dos = pieces_of(q, layout), pieces_of(dout, layout)
@@ -218,8 +195,9 @@ def ring_attention_backward(
         dk, dv = torch.zeros_like(k), torch.zeros_like(v)
         dks, dvs = pieces_of(dk, layout), pieces_of(dv, layout)  # views: += writes into dk, dv
         for i, j, kind in block_plan(rank, (rank - step) % cp, cp, layout):
-            g = block_attention_backward(dos[i], qs[i], ks[j], vs[j], lses[i], deltas[i],
-                                         causal=kind == "diagonal")  # fmt: skip
+            g = block_attention_backward(
+                dos[i], qs[i], ks[j], vs[j], lses[i], deltas[i], causal=kind == "diagonal"
+            )
             dq[i] += g[0]
             dks[j].add_(g[1])
             dvs[j].add_(g[2])
@@ -246,10 +224,16 @@ class RingAttention(torch.autograd.Function):
     only, never the other ranks' K/V."""
 
     @staticmethod
-    def forward(ctx: Any, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, group: Any,
-                layout: str, counter: Any, work: Any) -> torch.Tensor:  # fmt: skip
-        out, lse = ring_attention_forward(q, k, v, group=group, layout=layout, counter=counter,
-                                          work=work)  # fmt: skip
+    def forward(
+        ctx: Any,
+        q: torch.Tensor,
+        k: torch.Tensor,
+        v: torch.Tensor,
+        group: Any,
+        layout: str,
+        counter: Any,
+    ) -> torch.Tensor:
+        out, lse = ring_attention_forward(q, k, v, group=group, layout=layout, counter=counter)
         ctx.save_for_backward(q, k, v, out, lse)
         ctx.group, ctx.layout, ctx.counter = group, layout, counter
         return out
@@ -257,10 +241,18 @@ class RingAttention(torch.autograd.Function):
     @staticmethod
     def backward(ctx: Any, dout: torch.Tensor) -> tuple[Any, ...]:
         q, k, v, out, lse = ctx.saved_tensors
-        dq, dk, dv = ring_attention_backward(dout.contiguous(), q, k, v, out, lse,
-                                             group=ctx.group, layout=ctx.layout,
-                                             counter=ctx.counter)  # fmt: skip
-        return dq, dk, dv, None, None, None, None
+        dq, dk, dv = ring_attention_backward(
+            dout.contiguous(),
+            q,
+            k,
+            v,
+            out,
+            lse,
+            group=ctx.group,
+            layout=ctx.layout,
+            counter=ctx.counter,
+        )
+        return dq, dk, dv, None, None, None
 
 
 def ring_attention(
@@ -271,11 +263,19 @@ def ring_attention(
     group: Any = None,
     layout: str = "zigzag",
     counter: Any = None,
-    work: WorkCounter | None = None,
 ) -> torch.Tensor:
     """Causal attention of this rank's shard: q (b, H, s/cp, d), k and v (b, KV, s/cp, d), laid
     out by :func:`~minitorch_dist.context_parallel.shard_sequence` with ``layout``. Returns
     (b, H, s/cp, d), equal to the same shard of full causal ``scaled_dot_product_attention``;
-    differentiable. ``counter``: a CommCounter entered around the ring's messages; ``work``: a
-    :class:`WorkCounter` filled with the blocks computed (forward)."""
-    return RingAttention.apply(q, k, v, group, layout, counter, work)
+    differentiable. ``counter``: a CommCounter entered around the ring's messages. The blocks
+    computed are counted from outside: :class:`~minitorch_dist.context_parallel.work.WorkCounter`."""
+    return RingAttention.apply(q, k, v, group, layout, counter)
+
+
+def __getattr__(name: str) -> Any:
+    """``ring.WorkCounter``, its place before it moved to :mod:`~.work`, still imports it."""
+    if name == "WorkCounter":
+        from minitorch_dist.context_parallel.work import WorkCounter
+
+        return WorkCounter
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -20,23 +20,42 @@ and raises a ValueError that names both ranks and both numbers, on every rank at
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
 import torch.distributed as dist
+from torch.utils.hooks import RemovableHandle
 
-__all__ = ["AllToAll", "check_splits", "combine", "dispatch", "exchange_counts"]
+from minitorch_dist.comm.groups import group_rank, group_size
+
+__all__ = [
+    "AllToAll",
+    "check_splits",
+    "combine",
+    "dispatch",
+    "exchange_counts",
+    "register_dispatch_hook",
+]
+
+DispatchHook = Callable[[list[int], list[int], Any], None]
+_dispatch_hooks: OrderedDict[int, DispatchHook] = OrderedDict()  # RemovableHandle: a weakref
 
 
-def _size(group: Any) -> int:
-    return dist.get_world_size(group)
+def register_dispatch_hook(hook: DispatchHook) -> RemovableHandle:
+    """Call ``hook(send_splits, recv_splits, group)`` at every :func:`dispatch` (not
+    :func:`combine`); ``handle.remove()`` detaches it. How a measurement watches the split sizes
+    from outside the layer (:func:`~minitorch_dist.expert_parallel.measure.observe_dispatch`)."""
+    handle = RemovableHandle(_dispatch_hooks)
+    _dispatch_hooks[handle.id] = hook
+    return handle
 
 
 def exchange_counts(send_counts: torch.Tensor, group: Any = None) -> torch.Tensor:
     """Counts (int64) of length n * m: chunk j (m numbers, e.g. one per expert of rank j) goes to
     rank j. Returns the n * m numbers received: chunk j came from rank j."""
-    n = _size(group)
+    n = group_size(group)
     if send_counts.numel() % n:
         raise ValueError(f"{send_counts.numel()} counts do not split into {n} equal chunks")
     # BEGIN SOLUTION lab10.3: one equal-split all-to-all of the counts
@@ -49,26 +68,33 @@ def exchange_counts(send_counts: torch.Tensor, group: Any = None) -> torch.Tenso
 def check_splits(send_splits: Sequence[int], recv_splits: Sequence[int], group: Any = None) -> None:
     """Raise a ValueError on every rank if any pair of ranks disagrees on a split: this rank's
     ``send_splits[j]`` must be rank j's ``recv_splits[me]``, and the reverse."""
-    n, me = _size(group), dist.get_rank(group)
+    n, me = group_size(group), group_rank(group)
     if len(send_splits) != n or len(recv_splits) != n:
-        raise ValueError(f"need {n} send and {n} receive splits, got {len(send_splits)} and "
-                         f"{len(recv_splits)}")  # fmt: skip
+        raise ValueError(
+            f"need {n} send and {n} receive splits, got {len(send_splits)} and {len(recv_splits)}"
+        )
     mine = torch.tensor(list(zip(send_splits, recv_splits)), dtype=torch.int64)  # (n, 2)
     theirs = torch.empty_like(mine)
     dist.all_to_all_single(theirs, mine, group=group)  # row j: rank j's (send, recv)
     bad = []
     for j in range(n):
         if send_splits[j] != theirs[j, 1]:
-            bad.append(f"rank {me} sends {send_splits[j]} rows to rank {j}, which expects "
-                       f"{int(theirs[j, 1])}")  # fmt: skip
+            bad.append(
+                f"rank {me} sends {send_splits[j]} rows to rank {j}, which expects "
+                f"{int(theirs[j, 1])}"
+            )
         if recv_splits[j] != theirs[j, 0]:
-            bad.append(f"rank {me} expects {recv_splits[j]} rows from rank {j}, which sends "
-                       f"{int(theirs[j, 0])}")  # fmt: skip
+            bad.append(
+                f"rank {me} expects {recv_splits[j]} rows from rank {j}, which sends "
+                f"{int(theirs[j, 0])}"
+            )
     flags = torch.tensor([len(bad)], dtype=torch.int64)
     dist.all_reduce(flags, group=group)
     if flags.item():
-        raise ValueError("ranks disagree on the all-to-all's split sizes: "
-                         + ("; ".join(bad) or "another rank found a mismatch"))  # fmt: skip
+        raise ValueError(
+            "ranks disagree on the all-to-all's split sizes: "
+            + ("; ".join(bad) or "another rank found a mismatch")
+        )
 
 
 class AllToAll(torch.autograd.Function):
@@ -82,8 +108,9 @@ class AllToAll(torch.autograd.Function):
         ctx.splits, ctx.group = (list(send_splits), list(recv_splits)), group
         # BEGIN SOLUTION lab10.3: receive sum(recv_splits) rows, recv_splits[j] from rank j
         out = x.new_empty((sum(recv_splits), *x.shape[1:]))
-        dist.all_to_all_single(out, x.contiguous(), list(recv_splits), list(send_splits),
-                               group=group)  # fmt: skip
+        dist.all_to_all_single(
+            out, x.contiguous(), list(recv_splits), list(send_splits), group=group
+        )
         return out
         # END SOLUTION
 
@@ -110,6 +137,8 @@ def dispatch(
     the splits with the peers first (:func:`check_splits`)."""
     if check:
         check_splits(send_splits, recv_splits, group)
+    for hook in tuple(_dispatch_hooks.values()):
+        hook(list(send_splits), list(recv_splits), group)
     return AllToAll.apply(x_sorted, list(send_splits), list(recv_splits), group)
 
 

@@ -65,17 +65,21 @@ class ExpertParallelMoE(nn.Module):
         owned = local_experts(block.cfg.experts, self.ep, self.rank)
         self.router, self.shared = block.router, block.shared
         self.experts = nn.ModuleDict({str(e): block.experts[e] for e in owned})
+        # the MoEBlock's interface (the auxiliary loss's inputs): the last forward's routing;
+        # what a dispatch sent is watched from outside (expert_parallel.measure.observe_dispatch)
         self.last_router_probs = self.last_expert_indices = self.last_keep = None
-        self.last_send_splits: list[int] = []  # rows sent to each rank by the last dispatch
-        self.last_recv_splits: list[int] = []
-        self.last_tokens_per_expert: torch.Tensor | None = None  # (E,) this rank's choices
+
+    @property
+    def last_tokens_per_expert(self) -> torch.Tensor | None:
+        """(E,) this rank's choices per expert in the last forward."""
+        if self.last_expert_indices is None:
+            return None
+        return torch.bincount(self.last_expert_indices.reshape(-1), minlength=self.cfg.experts)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         flat = x.reshape(-1, self.hidden)  # (T, h)
         weights, indices, probs = self.router(flat)  # (T, k), (T, k), (T, E)
         self.last_router_probs, self.last_expert_indices = probs, indices
-        self.last_tokens_per_expert = torch.bincount(indices.reshape(-1),
-                                                     minlength=self.cfg.experts)  # fmt: skip
         if self.dispatch_mode == "dropless":
             y = self._dropless(flat, indices)  # (T*k, h), in choice order
             self.last_keep = torch.ones_like(indices, dtype=torch.bool)
@@ -103,11 +107,10 @@ class ExpertParallelMoE(nn.Module):
         choices = indices.reshape(-1)  # (T*k,) token-major
         order = torch.sort(choices, stable=True).indices  # by expert, hence by owner rank
         x_sorted = flat[order // k]  # (T*k, h)
-        counts = self.last_tokens_per_expert  # (E,)
+        counts = torch.bincount(choices, minlength=self.cfg.experts)  # (E,) my choices
         received = exchange_counts(counts, self.group).view(self.ep, per)  # [source, local e]
         send = counts.view(self.ep, per).sum(1).tolist()
         recv = received.sum(1).tolist()
-        self.last_send_splits, self.last_recv_splits = send, recv
         rows = dispatch(x_sorted, send, recv, self.group)  # (sum(recv), h)
         local_ids = torch.repeat_interleave(torch.arange(per).repeat(self.ep), received.reshape(-1))
         y_sorted = combine(self._run_local(rows, local_ids), send, recv, self.group)  # (T*k, h)
@@ -129,7 +132,6 @@ class ExpertParallelMoE(nn.Module):
         slot = choices * c + position  # row of the (E * C, h) buffer
         buffer = flat.new_zeros(E * c, self.hidden).index_copy(0, slot[kept], flat[kept // k])
         send = [per * c] * self.ep  # equal splits: the same bytes whatever the routing
-        self.last_send_splits, self.last_recv_splits = send, list(send)
         rows = dispatch(buffer, send, send, self.group)  # (ep * per * C, h): [source, e, slot]
         local_ids = torch.arange(per).repeat_interleave(c).repeat(self.ep)
         y_buffer = combine(self._run_local(rows, local_ids), send, send, self.group)  # (E*C, h)

@@ -1,7 +1,8 @@
 """What the lab and chapter 10 call: expert parallelism against the single-process reference
 (through :mod:`minitorch_dist.reference`), and its all-to-all bytes counted from the real split
 sizes against :func:`all_to_all_bytes`. Every function runs its ranks with
-:func:`minitorch_dist.launch`.
+:func:`minitorch_dist.launch`. The split sizes are watched from outside the layer:
+:func:`observe_dispatch` attaches a :class:`DispatchObserver` to an :class:`ExpertParallelMoE`.
 """
 
 from __future__ import annotations
@@ -11,24 +12,34 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
-import torch.nn.functional as F
 
 from minitorch_dist.checks import check_choice, check_int
 from minitorch_dist.comm import CommCounter, collective_bytes
 from minitorch_dist.expert_parallel.cost import all_to_all_bytes, capacity_buffer_bytes
 from minitorch_dist.expert_parallel.layer import apply_expert_parallel
+from minitorch_dist.expert_parallel.observe import DispatchObserver, observe_dispatch
 from minitorch_dist.launcher import launch
 from minitorch_dist.models import Llama, LlamaConfig
 from minitorch_dist.models.moe import MoEBlock, MoEConfig, moe_preset, use_moe
-from minitorch_dist.reference import Comparison, Run, make_batches, reference_run, run_training
+from minitorch_dist.reference import (  # full_cross_entropy: importable here too
+    Comparison,
+    Run,
+    adamw,
+    full_cross_entropy,
+    make_batches,
+    reference_run,
+    run_training,
+)
 
 __all__ = [
     "ROUTINGS",
     "TINY_MOE",
+    "DispatchObserver",
     "compare_with_reference",
     "full_cross_entropy",
     "measure_dispatch",
     "moe_llama",
+    "observe_dispatch",
     "routed_input",
 ]
 
@@ -36,32 +47,30 @@ TINY_MOE = moe_preset("tiny-moe")  # (LlamaConfig tiny, MoEConfig(4 experts, top
 ROUTINGS = ("uniform", "random", "skewed")
 
 
-def full_cross_entropy(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-    """The mean loss in the logits' own dtype (fp64 stays fp64: exact comparisons)."""
-    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
-
-
 def moe_llama(config: LlamaConfig, moe: MoEConfig, seed: int = 0) -> Llama:
     """The tiny Llama with every MLP swapped for a seeded :class:`MoEBlock`."""
     return use_moe(Llama(config), moe, seed=seed)
 
 
-def _adamw(lr: float) -> Any:
-    return lambda params: torch.optim.AdamW(params, lr=lr, weight_decay=0.1)
-
-
 def _ep_rank(
-    rank: int, ep: int, config: LlamaConfig, moe: MoEConfig, batches: list, dtype: torch.dtype,
-    lr: float, seed: int, sync_grads: bool,
-) -> Run:  # fmt: skip
+    rank: int,
+    ep: int,
+    config: LlamaConfig,
+    moe: MoEConfig,
+    batches: list,
+    dtype: torch.dtype,
+    lr: float,
+    seed: int,
+    sync_grads: bool,
+) -> Run:
     torch.set_num_threads(1)
     torch.manual_seed(seed)  # the same full model on every rank: each keeps its experts
     model = moe_llama(config, moe, seed).to(dtype)
     apply_expert_parallel(model, dist.group.WORLD, sync_grads=sync_grads)
-    opt = _adamw(lr)([p for p in model.parameters() if p.requires_grad])
+    opt = adamw(lr)([p for p in model.parameters() if p.requires_grad])
     return run_training(
         model, opt, batches, loss_fn=full_cross_entropy, rank=rank, world_size=ep
-    )  # fmt: skip  (data parallel: rows r*gbs/ep ...)
+    )  # data parallel: rows r*gbs/ep ...
 
 
 def compare_with_reference(
@@ -91,19 +100,28 @@ def compare_with_reference(
     if moe.capacity_factor is not None:
         raise ValueError("the reference comparison is dropless: pass capacity_factor=None")
     batches = make_batches(config.vocab_size, global_batch, seq_len, steps, seed)
-    ref = reference_run(lambda: moe_llama(config, moe, seed), _adamw(lr), batches, seed=seed,
-                        dtype=dtype, loss_fn=full_cross_entropy)  # fmt: skip
-    runs = launch(_ep_rank, ep, config, moe, batches, dtype, lr, seed, sync_grads,
-                  timeout=timeout)  # fmt: skip
+    ref = reference_run(
+        lambda: moe_llama(config, moe, seed),
+        adamw(lr),
+        batches,
+        seed=seed,
+        dtype=dtype,
+        loss_fn=full_cross_entropy,
+    )
+    runs = launch(_ep_rank, ep, config, moe, batches, dtype, lr, seed, sync_grads, timeout=timeout)
     held = {name for run in runs for name in run.grads}
     mean_losses = torch.tensor([run.losses for run in runs], dtype=torch.float64).mean(0)
     results = []
     for rank, run in enumerate(runs):
-        errors = {f"loss {k}": abs(a - b) for k, (a, b) in enumerate(zip(mean_losses.tolist(),
-                                                                         ref.losses))}  # fmt: skip
+        errors = {
+            f"loss {k}": abs(a - b)
+            for k, (a, b) in enumerate(zip(mean_losses.tolist(), ref.losses))
+        }
         errors["outputs"] = (run.outputs - ref.outputs.chunk(ep)[rank]).abs().max().item()
-        for label, ours, full in (("grad", run.grads, ref.grads),
-                                  ("weight", run.weights, ref.weights)):  # fmt: skip
+        for label, ours, full in (
+            ("grad", run.grads, ref.grads),
+            ("weight", run.weights, ref.weights),
+        ):
             for name, value in ours.items():
                 errors[f"{label} {name}"] = (value - full[name]).abs().max().item()
         errors["names held by no rank"] = float(len(set(ref.grads) - held))
@@ -112,9 +130,15 @@ def compare_with_reference(
 
 
 def routed_input(
-    tokens: int, hidden: int, experts: int, top_k: int, routing: str, *, seed: int = 0,
+    tokens: int,
+    hidden: int,
+    experts: int,
+    top_k: int,
+    routing: str,
+    *,
+    seed: int = 0,
     dtype: torch.dtype = torch.float32,
-) -> torch.Tensor:  # fmt: skip
+) -> torch.Tensor:
     """Tokens (T, h) for a block whose gate is ``[I_E | 0]`` (:func:`_fixed_gate`): "uniform"
     sends token t to experts t, t+1, ... t+k-1 (mod E), so with T a multiple of E every expert
     gets exactly T k / E choices; "skewed" sends every token to experts 0 ... k-1; "random"
@@ -141,17 +165,27 @@ def _fixed_gate(block: MoEBlock) -> None:
 
 
 def _dispatch_rank(
-    rank: int, ep: int, tokens: int, hidden: int, moe: MoEConfig, mode: str, routing: str,
-    repeats: int, dtype: torch.dtype, seed: int,
-) -> dict[str, Any]:  # fmt: skip
+    rank: int,
+    ep: int,
+    tokens: int,
+    hidden: int,
+    moe: MoEConfig,
+    mode: str,
+    routing: str,
+    repeats: int,
+    dtype: torch.dtype,
+    seed: int,
+) -> dict[str, Any]:
     torch.set_num_threads(1)
     torch.manual_seed(seed)
     block = MoEBlock(hidden, moe).to(dtype)
     if routing != "random":
         _fixed_gate(block)
     layer = apply_expert_parallel(block, dist.group.WORLD, dispatch_mode=mode, sync_grads=False)
-    x = routed_input(tokens, hidden, moe.experts, moe.top_k, routing, seed=seed + rank,
-                     dtype=dtype).requires_grad_()  # fmt: skip
+    seen = observe_dispatch(layer)
+    x = routed_input(
+        tokens, hidden, moe.experts, moe.top_k, routing, seed=seed + rank, dtype=dtype
+    ).requires_grad_()
     el = x.element_size()
     times = []
     for i in range(repeats + 1):  # the first step warms up
@@ -162,7 +196,7 @@ def _dispatch_rank(
         dist.barrier()
         if i:
             times.append(time.perf_counter() - start)
-    send, recv = layer.last_send_splits, layer.last_recv_splits
+    send, recv = seen.send_splits, seen.recv_splits
     away = lambda splits: sum(n for j, n in enumerate(splits) if j != rank)  # noqa: E731
     counts = collective_bytes("all_to_all", moe.experts * 8, ep) if mode == "dropless" else 0
     return {
@@ -203,15 +237,33 @@ def measure_dispatch(
     moe = moe or TINY_MOE[1]
     check_int("ep", ep)
     check_int("repeats", repeats, minimum=0)
-    runs = launch(_dispatch_rank, ep, tokens, hidden, moe, dispatch_mode, routing, repeats,
-                  dtype, seed, timeout=timeout)  # fmt: skip
+    runs = launch(
+        _dispatch_rank,
+        ep,
+        tokens,
+        hidden,
+        moe,
+        dispatch_mode,
+        routing,
+        repeats,
+        dtype,
+        seed,
+        timeout=timeout,
+    )
     el = torch.empty((), dtype=dtype).element_size()
     for run in runs:
         if tokens * moe.top_k % ep == 0:
-            run["formula"] = all_to_all_bytes(tokens=tokens, top_k=moe.top_k, hidden=hidden,
-                                              ep=ep, bytes_per_element=el)  # fmt: skip
+            run["formula"] = all_to_all_bytes(
+                tokens=tokens, top_k=moe.top_k, hidden=hidden, ep=ep, bytes_per_element=el
+            )
         if moe.capacity_factor is not None:
             run["buffer_formula"] = capacity_buffer_bytes(
-                tokens=tokens, top_k=moe.top_k, hidden=hidden, ep=ep, experts=moe.experts,
-                capacity_factor=moe.capacity_factor, bytes_per_element=el)  # fmt: skip
+                tokens=tokens,
+                top_k=moe.top_k,
+                hidden=hidden,
+                ep=ep,
+                experts=moe.experts,
+                capacity_factor=moe.capacity_factor,
+                bytes_per_element=el,
+            )
     return runs

@@ -2,7 +2,8 @@
 that every lab trains, plus synthetic token data to train it on, and :func:`split_model`, which
 cuts a Llama into pipeline stages (:class:`LlamaStage`) that share its submodules; a mixture-of-experts MLP (:mod:`~minitorch_dist.models.moe`,
 :class:`MoEConfig` with presets of real MoE checkpoints and their exact counts) that
-:func:`use_moe` swaps into the tiny Llama."""
+:func:`use_moe` swaps into the tiny Llama; it routes with :mod:`~minitorch_dist.models.routing`
+(lab 10's top-k router, load-balancing loss and capacity)."""
 
 from minitorch_dist.models.configs import (
     PRESETS,

@@ -22,16 +22,17 @@ through the block's residual connection, outside this module). ``capacity_factor
 dropless.
 
 The parameter counts and presets live in :mod:`minitorch_dist.models.moe_configs` and are
-re-exported here. :func:`route`, :func:`slots_for` and :func:`capacity_keep` are the reference's
-own routing and capacity: lab 10 rebuilds them in ``minitorch_dist.expert_parallel``
-(``top_k_route``, ``expert_capacity``, ``apply_capacity``), and the tests check both against the
-same hand-worked examples, so the single-process reference never runs the reader's code.
+re-exported here. The routing and the capacity are lab 10's own functions
+(:mod:`minitorch_dist.models.routing`: ``top_k_route``, ``expert_capacity``, ``apply_capacity``,
+also exported by ``minitorch_dist.expert_parallel``): the block runs the reader's routing, so
+that nothing here computes a task of lab 10 a second time; the lab's tests check the functions
+against hand-worked examples. :func:`route`, :func:`slots_for` and :func:`capacity_keep` are the
+block's older names for them.
 """
 
 from __future__ import annotations
 
-import math
-from fractions import Fraction
+import warnings
 
 import torch
 import torch.nn.functional as F
@@ -49,6 +50,7 @@ from minitorch_dist.models.moe_configs import (
     moe_preset,
     moe_preset_names,
 )
+from minitorch_dist.models.routing import apply_capacity, expert_capacity, top_k_route
 
 __all__ = [
     "MOE_PRESETS",
@@ -74,35 +76,31 @@ __all__ = [
 def route(
     probs: torch.Tensor, top_k: int, *, normalize: bool = True
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """The k largest of ``probs`` (T, E) per row, ties to the lower index: (weights, experts),
-    each (T, k), weights renormalised over the k when ``normalize``."""
-    check_top_k(top_k, probs.shape[-1])
-    order = torch.sort(probs, dim=-1, descending=True, stable=True).indices[:, :top_k]  # (T, k)
-    weights = probs.gather(-1, order)  # (T, k)
-    if normalize:
-        weights = weights / weights.sum(-1, keepdim=True)
-    return weights, order
+    """Deprecated: the k largest of ``probs`` (T, E) per row as (weights, experts), each (T, k),
+    from :func:`~minitorch_dist.models.routing.top_k_route` of the log-probabilities (equal up
+    to the last bits of the weights). Route from logits with ``top_k_route`` instead."""
+    warnings.warn("route(probs, k) is deprecated: use top_k_route(logits, k) "
+                  "(minitorch_dist.models.routing)", DeprecationWarning, stacklevel=2)  # fmt: skip
+    weights, experts, _ = top_k_route(probs.log(), top_k, normalize=normalize)
+    return weights, experts
 
 
 def slots_for(tokens: int, experts: int, capacity_factor: float, top_k: int = 1) -> int:
-    """C = ceil(T k cf / E), with cf read as the decimal it prints as (1.1 is 11/10, so T=1000,
-    E=10 gives 110 slots, not the 111 that float rounding of 1000 / 10 * 1.1 would give)."""
-    cf = Fraction(repr(float(capacity_factor)))
-    return math.ceil(Fraction(tokens * top_k, experts) * cf)
+    """C = ceil(T k cf / E): :func:`~minitorch_dist.models.routing.expert_capacity` without a
+    minimum (the block's name for it)."""
+    return expert_capacity(tokens, experts, capacity_factor, top_k=top_k)
 
 
 def capacity_keep(expert_indices: torch.Tensor, experts: int, capacity: int) -> torch.Tensor:
-    """Keep mask (T, k): a choice is kept when fewer than ``capacity`` earlier choices (in token
-    order, then slot order) went to the same expert."""
-    flat = expert_indices.reshape(-1)  # (T*k,) token-major
-    onehot = F.one_hot(flat, experts)  # (T*k, E)
-    position = (onehot.cumsum(0) * onehot).sum(-1) - 1  # place in its expert's queue
-    return (position < capacity).view_as(expert_indices)
+    """Keep mask (T, k): :func:`~minitorch_dist.models.routing.apply_capacity` (the block's name
+    for it)."""
+    return apply_capacity(expert_indices, experts, capacity)
 
 
 class Router(nn.Module):
     """gate: Linear(h, E, no bias); forward(x (T, h)) -> (weights (T, k), experts (T, k),
-    probs (T, E)), computed in ``router_dtype`` or the input's dtype, whichever is wider."""
+    probs (T, E)): the logits computed in ``router_dtype`` or the input's dtype, whichever is
+    wider, routed by :func:`~minitorch_dist.models.routing.top_k_route` (lab10.1)."""
 
     def __init__(
         self,
@@ -121,9 +119,7 @@ class Router(nn.Module):
     def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         dtype = torch.promote_types(x.dtype, self.router_dtype)  # fp32 for a bf16 model
         logits = F.linear(x.to(dtype), self.gate.weight.to(dtype))  # (T, h) @ (h, E) -> (T, E)
-        probs = logits.softmax(dim=-1)  # (T, E)
-        weights, experts = route(probs, self.top_k, normalize=self.normalize)
-        return weights, experts, probs
+        return top_k_route(logits, self.top_k, normalize=self.normalize)  # lab10.1's router
 
 
 class Expert(nn.Module):
@@ -169,9 +165,9 @@ class MoEBlock(nn.Module):
         weights, indices, probs = self.router(flat)  # (T, k), (T, k), (T, E)
         keep = torch.ones_like(indices, dtype=torch.bool)
         if self.cfg.capacity_factor is not None:
-            capacity = slots_for(flat.shape[0], self.cfg.experts, self.cfg.capacity_factor,
-                                 self.cfg.top_k)  # fmt: skip
-            keep = capacity_keep(indices, self.cfg.experts, capacity)
+            capacity = expert_capacity(flat.shape[0], self.cfg.experts, self.cfg.capacity_factor,
+                                       top_k=self.cfg.top_k)  # lab10.2  # fmt: skip
+            keep = apply_capacity(indices, self.cfg.experts, capacity)
         self.last_router_probs, self.last_expert_indices, self.last_keep = probs, indices, keep
         weights = (weights * keep).to(x.dtype)  # a dropped choice weighs nothing
         out = torch.zeros_like(flat)  # (T, h)

@@ -36,6 +36,7 @@ from torch import nn
 from minitorch_dist.checks import check_int, check_positive
 from minitorch_dist.models.moe import Router
 from minitorch_dist.models.moe_configs import check_top_k
+from minitorch_dist.models.routing import load_balancing_loss, top_k_route
 
 __all__ = ["BiasedRouter", "biased_routers", "sequence_balance_loss", "update_routing_bias"]
 
@@ -61,12 +62,14 @@ class BiasedRouter(Router):
     def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         dtype = torch.promote_types(x.dtype, self.router_dtype)  # fp32 for a bf16 model
         logits = F.linear(x.to(dtype), self.gate.weight.to(dtype))  # (T, E)
-        probs = logits.softmax(dim=-1)  # (T, E)
-        scores = probs.detach() + self.bias.to(dtype)  # selection only (eq. 16)
-        chosen = torch.sort(scores, dim=-1, descending=True, stable=True).indices[:, : self.top_k]
-        weights = probs.gather(-1, chosen)  # (T, k): the unbiased affinities
+        _, _, probs = top_k_route(logits, self.top_k)  # lab10.1's softmax: probs (T, E)
+        scores = probs.detach() + self.bias.to(probs.dtype)  # selection only (eq. 16)
+        # lab10.1's top-k of the scores: a softmax in fp64 keeps the order of these fp32 scores
+        # exactly (ties to the lower index, as theirs), so it chooses the k largest of them
+        chosen = top_k_route(scores.double(), self.top_k)[1]  # (T, k)
+        weights = torch.take_along_dim(probs, chosen, dim=-1)  # (T, k): the unbiased affinities
         if self.normalize:
-            weights = weights / weights.sum(-1, keepdim=True)
+            weights = weights / weights.sum(dim=-1, keepdim=True)
         with torch.no_grad():
             self.load += torch.bincount(chosen.reshape(-1), minlength=self.experts)
         return weights, chosen, probs
@@ -111,10 +114,7 @@ def sequence_balance_loss(probs: torch.Tensor, *, top_k: int, seq_len: int) -> t
     check_int("seq_len", seq_len)
     if probs.shape[0] % seq_len:
         raise ValueError(f"{probs.shape[0]} tokens are not whole sequences of seq_len={seq_len}")
-    per_seq = probs.reshape(-1, seq_len, experts)  # (B, S, E)
-    share = per_seq / per_seq.sum(-1, keepdim=True)  # s'_ti (eq. 19)
-    mean_share = share.mean(1)  # P_i per sequence, (B, E) (eq. 20)
-    chosen = torch.topk(per_seq.detach(), top_k, dim=-1).indices  # (B, S, k)
-    counts = F.one_hot(chosen, experts).sum((1, 2)).to(probs.dtype)  # (B, E)
-    f = counts * experts / (top_k * seq_len)  # eq. 18
-    return (f * mean_share).sum(-1).mean()
+    share = probs / probs.sum(-1, keepdim=True)  # s'_ti (eq. 19): the same top-k as probs
+    # sum_i f_i P_i of one sequence (eqs. 18, 20) is lab10.1's "topk" loss of its s'
+    losses = [load_balancing_loss(seq, top_k=top_k, style="topk") for seq in share.split(seq_len)]
+    return torch.stack(losses).mean()

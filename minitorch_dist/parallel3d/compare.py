@@ -27,11 +27,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
-import torch.distributed as dist
 
-from minitorch_dist.grid import GridLayout, ProcessGrid
+from minitorch_dist.grid import GridLayout, ProcessGrid, _axes_of
 from minitorch_dist.launcher import launch
 from minitorch_dist.models import Llama, LlamaConfig
+from minitorch_dist.parallel3d import clip
 from minitorch_dist.parallel3d.clip import ClippedZeroStage1
 from minitorch_dist.parallel3d.recipe import build_3d, rank_micro_batches, train_step
 from minitorch_dist.reference import EXACT, TIGHT, Comparison, compare, make_batches, reference_run
@@ -73,12 +73,27 @@ class GridCheck:
         return max(c.max_abs_error for c in self.comparisons)
 
 
+class _ShardsOnly:
+    """The grid as the ``local_norm`` pitfall sees it: its tp and pp groups are this rank alone
+    (the ep axis, 1 here), so an all-reduce over them changes nothing."""
+
+    def __init__(self, grid: Any) -> None:
+        if grid.size("ep") != 1:
+            raise ValueError("the local_norm pitfall needs ep=1 (its group of one rank)")
+        self.grid = grid
+
+    def group(self, name: str | tuple[str, ...]) -> Any:
+        axes = tuple(a for a in _axes_of(name) if a not in ("tp", "pp"))
+        return self.grid.group(axes or "ep")
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.grid, name)
+
+
 def _local_norm(optimizer: Any, grid: Any, counted: list[torch.Tensor]) -> torch.Tensor:
-    """Pitfall: the norm of this rank's gradients, summed over the ZeRO shards only."""
-    sq = sum(((m * u.shard.grad.double() ** 2).sum() for u, m in zip(optimizer.units, counted)),
-             torch.zeros((), dtype=torch.float64))  # fmt: skip
-    dist.all_reduce(sq, group=grid.group("dp_cp"))
-    return sq.sqrt()
+    """Pitfall: the norm of this rank's gradients, summed over the ZeRO shards only: the grid's
+    norm (lab11.1's ``grid_grad_norm``) with its tp and pp all-reduces reduced to one rank."""
+    return clip.grid_grad_norm(optimizer, _ShardsOnly(grid), counted)
 
 
 def _apply_bug(model3d: Any, bug: str, opt_kwargs: dict[str, Any]) -> None:

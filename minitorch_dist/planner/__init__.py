@@ -19,6 +19,7 @@ from .config import RECOMPUTE, ParallelConfig, micro_batches, strides, validate
 from .cost import StepTime, comm_bytes, step_time
 from .exact import exact_activation_bytes, exact_rank_memory
 from .fit import ACTIVATIONS, fits, in_flight, peak_memory, rank_memory
+from .hsdp import hsdp_comm_bytes, replica_all_reduce_bytes
 from .model import PlannerModel, as_model
 from .published import (
     PUBLISHED,
@@ -29,7 +30,7 @@ from .published import (
     evaluate_published,
     gpt_standin,
 )
-from .search import Choice, Plan, Row, choose, divisors, layouts, plan, rank
+from .search import Choice, Plan, Row, batch_warning, choose, divisors, layouts, plan, rank
 
 __all__ = [
     "ACTIVATIONS",
@@ -46,7 +47,10 @@ __all__ = [
     "Choice",
     "Plan",
     "Row",
+    "batch_warning",
     "choose",
+    "hsdp_comm_bytes",
+    "replica_all_reduce_bytes",
     "divisors",
     "layouts",
     "plan",

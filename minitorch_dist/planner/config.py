@@ -35,10 +35,12 @@ class ParallelConfig:
     recompute: str = "selective"  # "none" | "selective" | "full" (chapter 3)
     micro_batch: int = 1  # sequences per micro-batch (chapter 4)
     offload: bool = False  # optimizer states in CPU memory (ZeRO-Offload, chapter 6)
+    shard_group: int = 0  # HSDP: ZeRO shards over groups of this many dp ranks; 0 = all dp
 
     def __post_init__(self) -> None:
         for name in ("dp", "tp", "pp", "v", "cp", "ep", "micro_batch"):
             check_int(name, getattr(self, name))
+        check_int("shard_group", self.shard_group, minimum=0)
         check_bool("sp", self.sp)
         check_bool("offload", self.offload)
         check_choice("zero", self.zero, (0, 1, 2, 3))
@@ -48,10 +50,20 @@ class ParallelConfig:
     def gpus(self) -> int:
         return self.dp * self.tp * self.pp * self.cp
 
+    @property
+    def shard(self) -> int:
+        """Ranks the ZeRO states are sharded over: the HSDP shard group, or every dp rank."""
+        return self.shard_group or self.dp
+
+    @property
+    def replicas(self) -> int:
+        """HSDP's replica groups (1 without HSDP): dp / shard."""
+        return self.dp // self.shard
+
     def key(self) -> tuple:
         """A total order on configurations, for deterministic ranking of equal times."""
         return (self.dp, self.tp, self.pp, self.v, self.cp, self.ep, self.sp, self.zero,
-                self.recompute, self.micro_batch, self.offload)  # fmt: skip
+                self.recompute, self.micro_batch, self.offload, self.shard_group)  # fmt: skip
 
     def label(self) -> str:
         """``dp64 tp8 pp16`` plus whatever differs from the defaults."""
@@ -120,6 +132,11 @@ def validate(model, cluster, config: ParallelConfig, *, global_batch: int, seq_l
     if global_batch % (c.dp * c.micro_batch):
         raise ValueError(
             f"global_batch={global_batch} is not divisible by dp*micro_batch = {c.dp}*{c.micro_batch}"
+        )
+    if c.shard_group and (c.dp % c.shard_group or c.zero == 0 or c.ep > 1):
+        raise ValueError(
+            f"shard_group={c.shard_group} must divide dp={c.dp}, with zero >= 1 (HSDP shards the "
+            f"ZeRO states; zero={c.zero}) and ep = 1 (experts under HSDP are not modelled)"
         )
     m = global_batch // (c.dp * c.micro_batch)
     if c.v > 1 and m % c.pp:

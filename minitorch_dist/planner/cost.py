@@ -13,7 +13,9 @@ bandwidth + messages x alpha``):
 - cp: :func:`~minitorch_dist.context_parallel.cost.ring_bytes_per_rank`, forward and backward
   (Liu et al. 2023, section 3), ``cp - 1`` messages each way per pass;
 - ep: :func:`~minitorch_dist.expert_parallel.ep_step_bytes` of a uniform dispatch
-  (:func:`~minitorch_dist.expert_parallel.all_to_all_bytes`) per MoE layer;
+  (:func:`~minitorch_dist.expert_parallel.all_to_all_bytes`) per MoE layer: four all-to-alls,
+  six under full recomputation, whose re-run forward dispatches and combines again
+  (:func:`~minitorch_dist.expert_parallel.all_to_alls_per_step`, chapter 10);
 - pp: :func:`~minitorch_dist.pipeline.p2p_bytes` sent forward and back, ``v`` times per
   micro-batch with interleaving.
 
@@ -24,20 +26,42 @@ data-parallel ranks exchange gradients and parameters,
 
     T = m t_mb (1 + (p - 1) / (v m)) + t_dp (+ t_offload)
 
-Nothing overlaps: every byte is on the critical path, the pessimistic end (real runs hide most
-of the DP traffic behind backward and CP's ring behind attention). Offload adds the gradient
-shard down and the parameters back over PCIe (``pcie_bandwidth``, assumed).
+By default nothing overlaps: every byte is on the critical path, the pessimistic end (real runs
+hide most of the DP traffic behind backward and CP's ring behind attention). Offload adds the
+gradient shard down and the parameters back over PCIe (``pcie_bandwidth``, assumed).
+
+``overlap=True`` hides two kinds of traffic behind compute, as the frameworks do: the pipeline
+sends behind the next micro-batch's products (Megatron-LM's ``overlap_p2p_comm``)
+and the data-parallel exchange behind backward (bucketed gradient reduction, Li et al. 2020,
+section 3.2.3; ZeRO-3's gathers prefetched, Rajbhandari et al. 2020). With ``t_c`` the compute,
+``beta = 1 - F_fwd / F`` the share of the step's FLOPs after the forward pass and ``W`` the
+backward the exchange can run under (``beta t_c / m``, the last micro-batch's backward, for ZeRO
+0-1, which reduce once; ``beta t_c`` for ZeRO-2, which reduce-scatters every micro-batch; ``t_c``
+for ZeRO-3, whose gathers also run ahead of forward):
+
+    T = (t_c + t_tp + t_cp + t_ep + max(0, t_pp - t_c)) (1 + (p - 1) / (v m))
+        + max(0, t_dp - W) + t_offload
+
+``StepTime.hidden`` is the seconds that came off. TP, CP and EP stay exposed (chapter 7's
+overlapped TP is not in the model).
+
+HSDP (``shard_group`` g, :mod:`.hsdp`): the ZeRO exchange runs over the shard group's link and
+the replicas' all-reduce of the gradient shard over the link of the ``dp / g`` replicas
+(``dp_replica``).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from minitorch_dist.checks import check_bool
 from minitorch_dist.tensor_parallel.cost import kv_heads_per_rank
 
 from .config import ParallelConfig, micro_batches, strides
+from .hsdp import replica_all_reduce_bytes
 from .memo import (  # the per-package closed forms, memoised (same numbers)
     all_to_all_bytes,
+    all_to_alls_per_step,
     bubble_fraction,
     ep_step_bytes,
     p2p_bytes,
@@ -68,6 +92,7 @@ class StepTime:
     total: float
     mfu: float  # model FLOPs (6 N + attention, no recomputation) per second over the peak
     tflops_per_gpu: float  # FLOP/s per GPU counting recomputation, Narayanan's eq. (3) / 1e12
+    hidden: float = 0.0  # seconds of pp and dp traffic hidden behind compute (overlap=True)
 
 
 def _stage_layers(model, config: ParallelConfig) -> tuple[int, int]:  # noqa: ANN001
@@ -80,12 +105,14 @@ def comm_bytes(
     model, config: ParallelConfig, *, seq_len: int, global_batch: int
 ) -> dict[str, float]:  # noqa: ANN001
     """Bytes one rank of stage 0 sends per step on each axis (``tp``, ``cp``, ``ep``, ``pp``,
-    ``dp``, ``dp_expert``): the per-package closed forms, times layers and micro-batches."""
+    ``dp``, ``dp_expert``, ``dp_replica``): the per-package closed forms, times layers and
+    micro-batches; ``dp`` runs over the HSDP shard group (every dp rank without HSDP) and
+    ``dp_replica`` is HSDP's all-reduce across the replicas (0 without HSDP)."""
     c, llama = config, model.llama
     m = micro_batches(c, global_batch)
     layers, moe_layers = _stage_layers(model, c)
     b, s = c.micro_batch, seq_len // c.cp  # each CP rank holds s / cp tokens
-    out = dict.fromkeys(("tp", "cp", "ep", "pp", "dp", "dp_expert"), 0.0)
+    out = dict.fromkeys(("tp", "cp", "ep", "pp", "dp", "dp_expert", "dp_replica"), 0.0)
     if c.tp > 1:
         out["tp"] = m * layers * tp_comm_bytes(micro_batch=b, seq_len=s, hidden=llama.hidden,
                                                tp=c.tp, recompute=c.recompute, sp=c.sp)  # fmt: skip
@@ -101,13 +128,15 @@ def comm_bytes(
                                         hidden=llama.hidden, ep=c.ep)  # fmt: skip
         except ValueError:  # uneven tokens: the average over ranks
             dispatch = tokens * model.moe.top_k * (c.ep - 1) / c.ep * llama.hidden * 2
-        out["ep"] = m * ep_step_bytes(dispatch, moe_layers=moe_layers)
+        out["ep"] = m * ep_step_bytes(dispatch, moe_layers=moe_layers, recompute=c.recompute)
     if c.pp > 1:
         out["pp"] = m * 2 * c.v * p2p_bytes(micro_batch=b, seq_len=s, hidden=llama.hidden,
                                             tp=c.tp, sp=c.sp)  # fmt: skip
     dense, expert = model.params_per_rank(tp=c.tp, pp=c.pp, ep=c.ep, stage=0)
-    if c.dp > 1:
-        out["dp"] = zero_comm_bytes(dense, c.zero, c.dp, grad_acc=m)
+    if c.shard > 1:
+        out["dp"] = zero_comm_bytes(dense, c.zero, c.shard, grad_acc=m)
+    if c.replicas > 1:
+        out["dp_replica"] = replica_all_reduce_bytes(dense, c.dp, c.shard)
     if expert and c.dp // c.ep > 1:
         out["dp_expert"] = zero_comm_bytes(expert, c.zero, c.dp // c.ep, grad_acc=m)
     return out
@@ -123,20 +152,23 @@ def _messages(
     return {
         "tp": m * layers * collectives * 2 * (c.tp - 1),
         "cp": m * layers * passes * (c.cp - 1),
-        "ep": m * moe_layers * 4 * (c.ep - 1),
+        "ep": m * moe_layers * all_to_alls_per_step(c.recompute) * (c.ep - 1),
         "pp": m * 2 * c.v if c.pp > 1 else 0,
     }
 
 
 def step_time(
-    model, cluster, config: ParallelConfig, *, seq_len: int, global_batch: int
-) -> StepTime:  # noqa: ANN001
+    model, cluster, config: ParallelConfig, *, seq_len: int, global_batch: int,
+    overlap: bool = False,
+) -> StepTime:  # noqa: ANN001  # fmt: skip
     """Predicted seconds of one step, by part: ``compute`` (the step's FLOPs over every GPU at
     ``matmul_efficiency`` of the peak); ``tp``, ``cp``, ``ep``, ``pp`` (each axis's bytes from
     :func:`comm_bytes` over the bandwidth of ``cluster.link(size, stride)``, plus its messages
     times the link's alpha; a pipeline send is a group of 2); ``bubble`` (those five times
     ``bubble_fraction(p, m, v)``); ``dp`` (the ZeRO bytes over the dp group's link, experts over
     the dp/ep group's, plus alpha per ring step); then ``offload``, ``total``, MFU and TFLOP/s.
+    ``overlap=True``: the pipeline sends and the dp exchange hide behind compute as the module
+    docstring's closed form says (``hidden``, the seconds that came off); off, nothing overlaps.
 
     See the module docstring for where each formula comes from."""
     c = config
@@ -158,14 +190,27 @@ def step_time(
     per_step = compute + sum(times.values())  # m micro-batches of work on stage 0
     bubble = per_step * bubble_fraction(c.pp, m, c.v)
     dp = 0.0
-    for key, size in (("dp", c.dp), ("dp_expert", c.dp // c.ep)):
+    for key, size in (("dp", c.shard), ("dp_expert", c.dp // c.ep), ("dp_replica", c.replicas)):
         if sent[key]:
-            link = cluster.link(size, stride["dp"] * (c.ep if key == "dp_expert" else 1))
+            apart = {"dp": 1, "dp_expert": c.ep, "dp_replica": c.shard}[key]
+            link = cluster.link(size, stride["dp"] * apart)
             ring_passes = sent[key] * size / ((size - 1) * _state_bytes(model, c, key))
             dp += sent[key] / link.bandwidth + ring_passes * (size - 1) * link.alpha
     # END SOLUTION
+    check_bool("overlap", overlap)
+    hidden = 0.0
+    if overlap:  # the module docstring's closed form
+        after_forward = 1 - model.flops_per_token(seq_len, "none") * tokens / 3 / hardware
+        window = {0: after_forward / m, 1: after_forward / m, 2: after_forward, 3: 1.0}[c.zero]
+        hidden_pp, hidden_dp = min(times["pp"], compute), min(dp, window * compute)
+        share = bubble / per_step  # the bubble's share of the work, (p - 1) / (v m)
+        times["pp"] -= hidden_pp
+        per_step -= hidden_pp
+        bubble -= hidden_pp * share
+        dp -= hidden_dp
+        hidden = hidden_pp * (1 + share) + hidden_dp
     dense, expert = model.params_per_rank(tp=c.tp, pp=c.pp, ep=c.ep, stage=0)
-    shard = -(-dense // c.dp) + -(-expert // (c.dp // c.ep)) if c.zero else dense + expert
+    shard = -(-dense // c.shard) + -(-expert // (c.dp // c.ep)) if c.zero else dense + expert
     offload = 4 * shard / PCIE_BANDWIDTH if c.offload else 0.0  # 16-bit grads down, params up
     total = per_step + bubble + dp + offload
     model_flops = model.flops_per_token(seq_len, "none") * tokens
@@ -173,11 +218,13 @@ def step_time(
         compute=compute, **times, bubble=bubble, dp=dp, offload=offload, total=total,
         mfu=model_flops / (total * cluster.gpus * cluster.peak_flops),
         tflops_per_gpu=model.flops_per_token(seq_len, c.recompute) * tokens
-        / (total * cluster.gpus) / 1e12,
+        / (total * cluster.gpus) / 1e12, hidden=hidden,
     )  # fmt: skip
 
 
 def _state_bytes(model, config: ParallelConfig, key: str) -> int:  # noqa: ANN001
     """Bytes of 16-bit gradients (or parameters) the dp (or expert-dp) ring exchanges."""
     dense, expert = model.params_per_rank(tp=config.tp, pp=config.pp, ep=config.ep, stage=0)
+    if key == "dp_replica":  # the all-reduce of the gradient shard
+        return 2 * -(-dense // config.shard)
     return 2 * (dense if key == "dp" else expert)

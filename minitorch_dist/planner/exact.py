@@ -112,6 +112,9 @@ def exact_rank_memory(
     """:func:`~minitorch_dist.planner.rank_memory`'s keys, counted as the code stores them."""
     from .fit import in_flight  # fit imports this module
 
+    if config.shard_group:
+        raise ValueError("shard_group > 0 (HSDP): the package's code has no HSDP to count "
+                         "exactly; use activations='korthikanti'")  # fmt: skip
     c, llama, moe = config, model.llama, model.moe
     m = micro_batches(c, global_batch)
     s, b, t, h = seq_len // c.cp, c.micro_batch, c.tp, llama.hidden

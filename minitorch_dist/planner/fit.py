@@ -5,7 +5,8 @@ Model states (chapter 6): the parameters one rank holds,
 mixed-precision Adam (Rajbhandari et al. 2020, section 3.1), ZeRO stage k sharding the optimizer
 states (k >= 1), gradients (k >= 2) and parameters (k = 3) over the ``dp`` ranks
 (:func:`~minitorch_dist.memory.model_state_bytes`). Experts are replicated over ``dp / ep`` ranks
-only, so their ZeRO shard is ``1 / (dp / ep)``.
+only, so their ZeRO shard is ``1 / (dp / ep)``. Under HSDP (``shard_group`` g, :mod:`.hsdp`) the
+dense states are sharded over the g ranks of a shard group, ``1 / g`` each.
 
 Activations (chapters 3, 7, 8): one layer of one micro-batch stores
 :func:`~minitorch_dist.memory.activation_bytes` -- Korthikanti et al. 2022, section 4, Table 2:
@@ -74,7 +75,7 @@ def rank_memory(
     dense, expert = model.params_per_rank(tp=c.tp, pp=c.pp, ep=c.ep, stage=stage)
     m = micro_batches(c, global_batch)
     # BEGIN SOLUTION lab11.2: model states sharded over dp (experts over dp/ep), activations in flight
-    states = model_state_bytes(dense, zero_stage=c.zero, dp=c.dp, offload=c.offload)
+    states = model_state_bytes(dense, zero_stage=c.zero, dp=c.shard, offload=c.offload)
     experts = model_state_bytes(expert, zero_stage=c.zero, dp=c.dp // c.ep, offload=c.offload)
     per_layer = activation_bytes(
         seq_len=seq_len, micro_batch=c.micro_batch, hidden=llama.hidden, heads=llama.heads,

@@ -18,6 +18,7 @@ from minitorch_dist.zero import measure as zero_measure
 __all__ = [
     "activation_bytes",
     "all_to_all_bytes",
+    "all_to_alls_per_step",
     "bubble_fraction",
     "ep_step_bytes",
     "model_state_bytes",
@@ -38,4 +39,5 @@ tp_comm_bytes = _cache(tensor_parallel.tp_comm_bytes)
 ring_bytes_per_rank = _cache(cp_cost.ring_bytes_per_rank)
 all_to_all_bytes = _cache(ep_cost.all_to_all_bytes)
 ep_step_bytes = _cache(ep_cost.ep_step_bytes)
+all_to_alls_per_step = _cache(ep_cost.all_to_alls_per_step)
 zero_comm_bytes = _cache(zero_measure.zero_comm_bytes)

@@ -7,6 +7,12 @@ stages 1-3 would be the same configuration as stage 0 under another name). A lay
 rejected row with the rule's message; a configuration that does not fit is rejected with its
 bytes. The fitting ones are ranked by predicted step time, ties broken by the configuration's
 fields, so the order is the same on every machine.
+
+``critical_batch`` flags (``Row.warning``) the fitting rows whose global batch ``d m b``
+sequences exceeds a batch the user sets: past the critical batch, more sequences per step buy
+few fewer steps, so the extra data parallelism costs tokens (McCandlish et al. 2018, section
+2.3). ``overlap`` turns on the cost model's overlap of the gradient exchange with backward and of
+the pipeline sends with compute (:func:`~.cost.step_time`).
 """
 
 from __future__ import annotations
@@ -14,15 +20,26 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from itertools import product
 
+from minitorch_dist.checks import check_bool, check_int
 from minitorch_dist.memory import format_bytes
 from minitorch_dist.progress import progress
 
-from .config import RECOMPUTE, ParallelConfig, validate
+from .config import RECOMPUTE, ParallelConfig, micro_batches, validate
 from .cost import StepTime, step_time
 from .fit import peak_memory
 from .model import as_model
 
-__all__ = ["Choice", "Plan", "Row", "choose", "divisors", "layouts", "plan", "rank"]
+__all__ = [
+    "Choice",
+    "Plan",
+    "Row",
+    "batch_warning",
+    "choose",
+    "divisors",
+    "layouts",
+    "plan",
+    "rank",
+]
 
 MICRO_BATCHES = (1, 2, 4, 8)
 VIRTUAL = (1, 2, 4)
@@ -36,6 +53,7 @@ class Row:
     memory: dict[str, int] | None = None  # peak_memory(...); None when the layout is invalid
     time: StepTime | None = None  # step_time(...); None unless it fits
     reason: str = ""  # empty when it fits
+    warning: str = ""  # set when the global batch d m b exceeds the critical batch
 
     @property
     def fits(self) -> bool:
@@ -108,6 +126,22 @@ def rank(rows: list[Row]) -> list[Row]:
     # END SOLUTION
 
 
+def batch_warning(config: ParallelConfig, global_batch: int, critical_batch: int | None) -> str:
+    """The warning of a configuration whose global batch ``d m b`` (sequences) exceeds
+    ``critical_batch``; empty when it does not, or when ``critical_batch`` is None."""
+    if critical_batch is None:
+        return ""
+    check_int("critical_batch", critical_batch)
+    c = config
+    m = micro_batches(c, global_batch)
+    sequences = c.dp * m * c.micro_batch
+    if sequences <= critical_batch:
+        return ""
+    return (f"d*m*b = {c.dp}*{m}*{c.micro_batch} = {sequences} sequences > critical_batch="
+            f"{critical_batch}: past the critical batch, more sequences per step buy few fewer "
+            "steps (McCandlish et al. 2018)")  # fmt: skip
+
+
 def plan(
     model,
     cluster,
@@ -116,11 +150,19 @@ def plan(
     seq_len: int,
     only: dict | None = None,  # noqa: ANN001
     activations: str = "korthikanti",
+    critical_batch: int | None = None,
+    overlap: bool = False,
+    shard_groups: tuple[int, ...] = (),
 ) -> Plan:
     """Every configuration of ``model`` on ``cluster`` for ``global_batch`` sequences of
     ``seq_len`` tokens: fits or the reason it does not, predicted step time and MFU, ranked.
     ``only``: keep just the configurations whose fields have these values. ``activations``:
-    the fit test's count, Korthikanti's (the default) or ``"exact"`` (:mod:`.exact`)."""
+    the fit test's count, Korthikanti's (the default) or ``"exact"`` (:mod:`.exact`).
+    ``critical_batch``: flag the fitting rows whose ``d m b`` exceeds it (``Row.warning``).
+    ``overlap``: the cost model's overlap switch (:func:`~.cost.step_time`; off by default).
+    ``shard_groups``: HSDP shard-group sizes to try besides the whole dp group (ZeRO >= 1, a
+    size that divides dp, no expert parallelism); empty by default (plain ZeRO only)."""
+    check_bool("overlap", overlap)
     only = only or {}
     model = as_model(model)
     kw = {"global_batch": global_batch, "seq_len": seq_len}
@@ -136,13 +178,18 @@ def plan(
         except ValueError as e:
             rows.append(Row(base, reason=str(e)))
             continue
-        for sp, zero, recompute, offload in product(
+        groups = [0] + [g for g in shard_groups if 1 < g < dp and dp % g == 0 and ep == 1]
+        for sp, zero, recompute, offload, group in product(
             (False, True) if tp > 1 else (False,),
             (0, 1, 2, 3) if dp > 1 else (0,),
             RECOMPUTE,
             (False, True),
+            groups,
         ):
-            knobs = {"sp": sp, "zero": zero, "recompute": recompute, "offload": offload}
+            if group and not zero:
+                continue  # HSDP shards states: with ZeRO 0 there is no shard group
+            knobs = {"sp": sp, "zero": zero, "recompute": recompute, "offload": offload,
+                     "shard_group": group}  # fmt: skip
             if any(knobs[k] != only[k] for k in only.keys() & knobs.keys()):
                 continue
             config = ParallelConfig(**layout, **knobs)
@@ -160,7 +207,9 @@ def plan(
                           f"{format_bytes(cluster.memory_bytes)}")  # fmt: skip
                 rows.append(Row(config, memory, reason=reason))
                 continue
-            rows.append(Row(config, memory, step_time(model, cluster, config, **kw)))
+            time = step_time(model, cluster, config, **kw, overlap=overlap)
+            warning = batch_warning(config, global_batch, critical_batch)
+            rows.append(Row(config, memory, time, warning=warning))
     return Plan(model, cluster, global_batch, seq_len, rank(rows))
 
 
@@ -175,16 +224,28 @@ class Choice:
     margin: float  # runner-up's step time over the chosen one's (>= 1)
     fitting: int  # how many configurations fit
     bottleneck: str  # the largest part of the step after compute
+    warning: str = ""  # the chosen row's critical-batch warning, if any
 
 
-def choose(model, cluster, *, global_batch: int, seq_len: int) -> Choice:  # noqa: ANN001
+def choose(
+    model,
+    cluster,
+    *,
+    global_batch: int,
+    seq_len: int,
+    critical_batch: int | None = None,
+    overlap: bool = False,  # noqa: ANN001
+) -> Choice:
     """Plan the problem and return a :class:`Choice`: the first fitting row's configuration,
     time and memory; the second row's configuration and its step time over the first's
     (``margin``, ``inf`` without a second); how many fit; and ``bottleneck``, the largest of the
     first row's ``tp``, ``cp``, ``ep``, ``pp``, ``bubble``, ``dp``, ``offload`` (ties: the first
-    name in alphabetical order). ValueError when nothing fits."""
+    name in alphabetical order); ``warning``, the first row's critical-batch warning
+    (``critical_batch``, as :func:`plan`). ``overlap``: :func:`plan`'s switch. ValueError when
+    nothing fits."""
     # BEGIN SOLUTION lab11.3: plan, then the best row, the runner-up's margin, the largest overhead
-    result = plan(model, cluster, global_batch=global_batch, seq_len=seq_len)
+    result = plan(model, cluster, global_batch=global_batch, seq_len=seq_len,
+                  critical_batch=critical_batch, overlap=overlap)  # fmt: skip
     fitting = result.fitting
     if not fitting:
         raise ValueError("no configuration fits this model on this cluster")
@@ -196,5 +257,6 @@ def choose(model, cluster, *, global_batch: int, seq_len: int) -> Choice:  # noq
         runner_up=second.config if second else None,
         margin=second.time.total / best.time.total if second else float("inf"),
         fitting=len(fitting), bottleneck=max(sorted(parts), key=parts.__getitem__),
+        warning=best.warning,
     )  # fmt: skip
     # END SOLUTION

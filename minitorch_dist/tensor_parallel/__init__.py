@@ -17,7 +17,7 @@ Names beyond the chapter-7 API contract of the README (none of them renames a co
 - ``apply_tensor_parallel(..., *, vocab_multiple=128, reduce_norm_grads=True, regather=False)``;
   ``regather=True`` (with sp) is Megatron-LM's choice: the regions' gathered inputs saved as
   s/t shards and all-gathered again in backward (every stored activation 1/t, 2 more
-  all-gathers per layer). ``tp_comm_bytes(..., regather=False)`` and
+  all-gathers per layer). ``tp_bytes(..., regather=False)`` and
   ``tp_activation_bytes(..., regather=False)`` count it; default False keeps the contract's
   "sp sends the same bytes as tp".
 - ``compare_with_reference(..., vocab_multiple, global_batch, seq_len, lr, seed,
@@ -34,6 +34,7 @@ from minitorch_dist.tensor_parallel.cost import (
     kv_heads_per_rank,
     tp_activation_breakdown,
     tp_activation_bytes,
+    tp_bytes,
     tp_comm_bytes,
 )
 from minitorch_dist.tensor_parallel.functions import (
@@ -106,6 +107,7 @@ __all__ = [
     "tp_activation_breakdown",
     "tp_activation_bytes",
     "tp_backward_timeline",
+    "tp_bytes",
     "tp_comm_bytes",
     "tp_generators",
     "tp_group_of",

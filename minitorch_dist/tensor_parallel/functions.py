@@ -19,7 +19,8 @@ regions split along the sequence and swaps each all-reduce for its two halves:
     scatter_to_sp              forward: keep my slice   backward: all-gather
 
 Our activations are (b, s, h), so the sequence is ``dim=1`` (Megatron lays them out (s, b, h)
-and uses dim 0). With one rank every function is the identity.
+and uses dim 0). With one rank every function is the identity. The copying collectives they are
+built from, and ``group_size``/``group_rank``, live in :mod:`minitorch_dist.comm`.
 """
 
 from __future__ import annotations
@@ -27,11 +28,15 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-import torch.distributed as dist
 
 from minitorch_dist.checks import check_divisible
-from minitorch_dist.comm.shim import all_gather_into_tensor, reduce_scatter_tensor
-from minitorch_dist.scopes import backend_scope
+
+# the group helpers and the copying collectives live in comm; the old names stay importable here
+from minitorch_dist.comm.collectives import all_gather_copy as _all_gather
+from minitorch_dist.comm.collectives import all_reduce_copy as _all_reduce
+from minitorch_dist.comm.collectives import reduce_scatter_copy as _reduce_scatter
+from minitorch_dist.comm.collectives import split_copy as _split
+from minitorch_dist.comm.groups import group_rank, group_size
 
 __all__ = [
     "CopyToTP",
@@ -48,61 +53,8 @@ __all__ = [
     "scatter_to_sp",
 ]
 
-
-def group_size(group: Any = None) -> int:
-    """Ranks in ``group`` (None: the default group; 1 when no process group is initialised)."""
-    if not (dist.is_available() and dist.is_initialized()):
-        return 1
-    return dist.get_world_size(group)
-
-
-def group_rank(group: Any = None) -> int:
-    """This rank's index in ``group`` (0 when no process group is initialised)."""
-    if not (dist.is_available() and dist.is_initialized()):
-        return 0
-    return dist.get_rank(group)
-
-
-# -- the raw collectives, each returning a new tensor ---------------------------------------------
-# Each runs inside the backend's scope and returns a fresh copy of gloo's buffer: gloo's worker
-# thread drops its reference to the buffer a moment earlier or later from run to run, so a memory
-# tracker must neither adopt the buffer nor be handed it (measured: an all-reduce output counted
-# on one rank and not the other). On a GPU, NCCL needs no such copy; Megatron has none.
-def _all_reduce(x: torch.Tensor, group: Any, op: Any = dist.ReduceOp.SUM) -> torch.Tensor:
-    if group_size(group) == 1:
-        return x.clone()
-    with backend_scope():
-        buffer = x.contiguous().clone()  # (...) never the input: it may be saved for backward
-        dist.all_reduce(buffer, op=op, group=group)
-        return buffer.clone()
-
-
-def _all_gather(x: torch.Tensor, group: Any, dim: int) -> torch.Tensor:
-    t = group_size(group)
-    with backend_scope():
-        local = x.movedim(dim, 0).contiguous()  # (s/t, ...): the gathered dim first
-        buffer = local.new_empty((t * local.shape[0], *local.shape[1:]))  # (s, ...)
-        all_gather_into_tensor(buffer, local, group=group)
-        # one contiguous copy: a non-contiguous result would be copied again by EACH linear that
-        # multiplies it (wq, wk, wv) and saved three times (measured); Megatron's (s, b, h)
-        # layout gathers along dim 0 and needs no copy at all
-        return buffer.movedim(0, dim).clone(memory_format=torch.contiguous_format)
-
-
-def _reduce_scatter(x: torch.Tensor, group: Any, dim: int) -> torch.Tensor:
-    t = group_size(group)
-    check_divisible("seq_len", x.shape[dim], "tp", t)
-    with backend_scope():
-        full = x.movedim(dim, 0).contiguous()  # (s, ...)
-        buffer = full.new_empty((full.shape[0] // t, *full.shape[1:]))  # (s/t, ...)
-        reduce_scatter_tensor(buffer, full, group=group)
-        return buffer.movedim(0, dim).clone(memory_format=torch.contiguous_format)
-
-
-def _split(x: torch.Tensor, group: Any, dim: int) -> torch.Tensor:
-    t = group_size(group)
-    check_divisible("seq_len", x.shape[dim], "tp", t)
-    return x.chunk(t, dim=dim)[group_rank(group)].contiguous()  # (b, s/t, h): my tokens
+# The helpers the tasks call: _all_reduce (lab07.1), _all_gather, _reduce_scatter and _split
+# (lab07.5), each returning a new tensor (minitorch_dist.comm.collectives says why).
 
 
 # -- Megatron's f and g -----------------------------------------------------------------------

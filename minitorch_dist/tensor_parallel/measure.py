@@ -1,56 +1,46 @@
 """What the lab and chapter 7 call: tensor parallelism against the single-process reference, its
-bytes counted against :func:`tp_comm_bytes`, its stored activations against
-:func:`tp_activation_bytes`. Every function runs its ranks with :func:`minitorch_dist.launch`.
+bytes counted against :func:`tp_bytes` and its stored activations against
+:func:`tp_activation_bytes` (one Block: :mod:`~minitorch_dist.tensor_parallel.measure_block`,
+re-exported here). Every function runs its ranks with :func:`minitorch_dist.launch`.
 """
 
 from __future__ import annotations
 
-from typing import Any
-
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F
-from torch.utils.checkpoint import checkpoint, set_checkpoint_early_stop
 
-from minitorch_dist.checks import check_bool, check_choice, check_int
-from minitorch_dist.comm import CommCounter, collective_bytes
+from minitorch_dist.checks import check_bool, check_int
 from minitorch_dist.launcher import launch
-from minitorch_dist.memory.track import MemoryTracker
-from minitorch_dist.models import Block, Llama, LlamaConfig, rope_for
+from minitorch_dist.models import Llama, LlamaConfig
 from minitorch_dist.models.configs import padded_vocab_size
-from minitorch_dist.reference import (
+from minitorch_dist.reference import (  # TINY, full_cross_entropy: importable here too
+    TINY,
     Comparison,
     Run,
+    adamw,
+    full_cross_entropy,
     make_batches,
     param_grads,
     param_values,
     reference_run,
     run_training,
 )
-from minitorch_dist.tensor_parallel.cost import (
-    kv_heads_per_rank,
-    tp_activation_breakdown,
-    tp_comm_bytes,
-)
-from minitorch_dist.tensor_parallel.functions import scatter_to_sp
+from minitorch_dist.tensor_parallel.measure_block import count_tp_bytes, measure_tp_activations
 from minitorch_dist.tensor_parallel.model import (
     apply_tensor_parallel,
     check_tp_config,
-    parallelize_block,
     tp_loss_fn,
     tp_shards,
 )
-from minitorch_dist.tensor_parallel.sequence import sequence_parallel_norms
 
-__all__ = ["compare_with_reference", "count_tp_bytes", "full_cross_entropy",
-           "measure_tp_activations", "TINY"]  # fmt: skip
-
-TINY = LlamaConfig.from_preset("tiny")
-
-
-def full_cross_entropy(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-    """The reference's mean loss in the logits' own dtype (fp64 stays fp64: exact comparisons)."""
-    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
+__all__ = [
+    "compare_with_reference",
+    "count_tp_bytes",
+    "full_cross_entropy",
+    "measure_tp_activations",
+    "TINY",
+]
 
 
 def _padded(tensors: dict[str, torch.Tensor], rows: int) -> dict[str, torch.Tensor]:
@@ -62,21 +52,32 @@ def _padded(tensors: dict[str, torch.Tensor], rows: int) -> dict[str, torch.Tens
     return out
 
 
-def _adamw(lr: float) -> Any:
-    return lambda params: torch.optim.AdamW(params, lr=lr, weight_decay=0.1)
-
-
 def _tp_rank(
-    rank: int, world_size: int, config: LlamaConfig, batches: list, sp: bool, dtype: torch.dtype,
-    vocab_multiple: int, lr: float, seed: int, reduce_norm_grads: bool, mask_padding: bool,
+    rank: int,
+    world_size: int,
+    config: LlamaConfig,
+    batches: list,
+    sp: bool,
+    dtype: torch.dtype,
+    vocab_multiple: int,
+    lr: float,
+    seed: int,
+    reduce_norm_grads: bool,
+    mask_padding: bool,
     regather: bool,
-) -> Run:  # fmt: skip
+) -> Run:
     torch.manual_seed(seed)  # the same full model on every rank: each cuts its shard from it
     model = Llama(config).to(dtype)
-    apply_tensor_parallel(model, dist.group.WORLD, sp=sp, vocab_multiple=vocab_multiple,
-                          reduce_norm_grads=reduce_norm_grads, regather=regather)  # fmt: skip
+    apply_tensor_parallel(
+        model,
+        dist.group.WORLD,
+        sp=sp,
+        vocab_multiple=vocab_multiple,
+        reduce_norm_grads=reduce_norm_grads,
+        regather=regather,
+    )
     loss_fn = tp_loss_fn(dist.group.WORLD, config.vocab_size if mask_padding else None)
-    opt = _adamw(lr)(model.parameters())
+    opt = adamw(lr)(model.parameters())
     return run_training(model, opt, batches, loss_fn=loss_fn, split=None)  # whole batch
 
 
@@ -112,155 +113,43 @@ def compare_with_reference(
     check_tp_config(config, tp)
     rows = padded_vocab_size(config.vocab_size, tp, vocab_multiple)
     batches = make_batches(config.vocab_size, global_batch, seq_len, steps, seed)
-    ref = reference_run(lambda: Llama(config), _adamw(lr), batches, seed=seed, dtype=dtype,
-                        loss_fn=full_cross_entropy,
-                        grads=lambda m, o: _padded(param_grads(m), rows),
-                        weights=lambda m, o: _padded(param_values(m), rows))  # fmt: skip
+    ref = reference_run(
+        lambda: Llama(config),
+        adamw(lr),
+        batches,
+        seed=seed,
+        dtype=dtype,
+        loss_fn=full_cross_entropy,
+        grads=lambda m, o: _padded(param_grads(m), rows),
+        weights=lambda m, o: _padded(param_values(m), rows),
+    )
     ref_out = F.pad(ref.outputs, (0, rows - config.vocab_size))  # padded logits are 0
-    runs = launch(_tp_rank, tp, config, batches, sp, dtype, vocab_multiple, lr, seed,
-                  reduce_norm_grads, mask_padding, regather, timeout=timeout)  # fmt: skip
+    runs = launch(
+        _tp_rank,
+        tp,
+        config,
+        batches,
+        sp,
+        dtype,
+        vocab_multiple,
+        lr,
+        seed,
+        reduce_norm_grads,
+        mask_padding,
+        regather,
+        timeout=timeout,
+    )
     results = []
     for rank, run in enumerate(runs):
         shards = tp_shards(config, rank, tp)
         errors = {f"loss {k}": abs(a - b) for k, (a, b) in enumerate(zip(run.losses, ref.losses))}
         errors["outputs"] = (run.outputs - ref_out.chunk(tp, dim=-1)[rank]).abs().max().item()
-        for label, ours, full in (("grad", run.grads, ref.grads), ("weight", run.weights,
-                                                                   ref.weights)):  # fmt: skip
+        for label, ours, full in (
+            ("grad", run.grads, ref.grads),
+            ("weight", run.weights, ref.weights),
+        ):
             for name, value in full.items():
                 want = shards[name].of(value) if name in shards else value
                 errors[f"{label} {name}"] = (ours[name] - want).abs().max().item()
         results.append(Comparison(errors))
     return results
-
-
-def _block_and_input(
-    rank: int, tp: int, config: LlamaConfig, sp: bool, micro_batch: int, seq_len: int,
-    dtype: torch.dtype, seed: int, regather: bool = False,
-) -> tuple[Block, torch.Tensor, torch.Tensor, torch.Tensor]:  # fmt: skip
-    """One seeded Block cut over the world group, and this rank's input (b, s or s/t, h)."""
-    torch.manual_seed(seed)
-    block = Block(config).to(dtype)
-    x = torch.randn(micro_batch, seq_len, config.hidden, dtype=dtype)
-    if sp:  # the norms' gradient hooks first, as apply_tensor_parallel does
-        sequence_parallel_norms(block, dist.group.WORLD)
-        x = scatter_to_sp(x, dist.group.WORLD)  # (b, s/t, h): my tokens
-    parallelize_block(block, dist.group.WORLD, sp=sp, regather=regather)
-    cos, sin = rope_for(config, seq_len, None, dtype)
-    return block, x.detach().requires_grad_(), cos, sin
-
-
-def _count_rank(
-    rank: int, tp: int, config: LlamaConfig, sp: bool, micro_batch: int, seq_len: int,
-    recompute: str, dtype: torch.dtype, regather: bool,
-) -> dict[str, Any]:  # fmt: skip
-    block, x, cos, sin = _block_and_input(rank, tp, config, sp, micro_batch, seq_len, dtype, 0,
-                                          regather)  # fmt: skip
-
-    def step() -> CommCounter:
-        with CommCounter() as cc:
-            if recompute == "full":  # the whole forward again: no early stop (see above)
-                with set_checkpoint_early_stop(False):
-                    out = checkpoint(block, x, cos, sin, use_reentrant=False)
-            else:
-                out = block(x, cos, sin)
-            out.sum().backward()
-        return cc
-
-    block.requires_grad_(False)  # the activation path alone: no weight gradient, no hook
-    path = step()
-    block.requires_grad_(True)
-    total = step()  # with the weights' gradients: replicated norms and kv copies are summed too
-    return {"counted": path.total_bytes_sent, "calls": dict(path.calls),
-            "total": total.total_bytes_sent, "total_calls": dict(total.calls),
-            "table": path.table()}  # fmt: skip
-
-
-def count_tp_bytes(
-    tp: int,
-    *,
-    sp: bool = False,
-    micro_batch: int = 2,
-    seq_len: int = 16,
-    config: LlamaConfig | None = None,
-    recompute: str = "none",
-    dtype: torch.dtype = torch.float32,
-    regather: bool = False,
-    timeout: float = 60.0,
-) -> dict[str, Any]:
-    """Count with :class:`~minitorch_dist.comm.CommCounter` what rank 0 sends in one Block's
-    forward + backward, tp-parallel over ``tp`` emulated ranks, beside :func:`tp_comm_bytes`.
-
-    ``recompute="full"`` checkpoints the Block and recomputes its whole forward in backward,
-    as Megatron-LM does; torch's non-reentrant checkpoint would otherwise stop recomputing once
-    every saved tensor is back (``set_checkpoint_early_stop``), which skips the MLP's final
-    all-reduce (5 all-reduces instead of 6, measured).
-
-    ``counted``: the activation path alone (the weights frozen, so only f/g and their sequence
-    -parallel halves run), which ``formula`` predicts. ``total``: with the weight gradients too,
-    which adds the all-reduce of the replicated norm weights' gradients under sp (2 x h per layer)
-    and of the kv-head copies when tp > kv_heads, and with ``regather`` the two all-gathers of
-    the regions' inputs that the weight gradients need; ``extra_formula`` predicts that
-    difference.
-    """
-    config = TINY if config is None else config
-    check_choice("recompute", recompute, ("none", "selective", "full"))
-    check_tp_config(config, tp)
-    p = torch.empty((), dtype=dtype).element_size()
-    shape = {"micro_batch": micro_batch, "seq_len": seq_len, "hidden": config.hidden, "tp": tp,
-             "bytes_per_element": p, "recompute": recompute, "sp": sp}  # fmt: skip
-    formula = tp_comm_bytes(**shape)  # the activation path
-    # the re-gathers feed the weight gradients only: they run when the weights train
-    extra = tp_comm_bytes(**shape, regather=True) - formula if regather else 0
-    runs = launch(_count_rank, tp, config, sp, micro_batch, seq_len, recompute, dtype, regather,
-                  timeout=timeout)  # fmt: skip
-    if sp:  # the two norm weights of the block
-        extra += 2 * collective_bytes("all_reduce", config.hidden * p, tp)
-    if config.kv_heads % tp:  # wk and wv: a (kv_heads, d, h) buffer each
-        extra += 2 * collective_bytes("all_reduce", config.kv_hidden * config.hidden * p, tp)
-    kv_heads_per_rank(config.kv_heads, tp)
-    return {**runs[0], "formula": formula, "extra_formula": extra,
-            "per_rank": [r["counted"] for r in runs]}  # fmt: skip
-
-
-def _activation_rank(
-    rank: int, tp: int, config: LlamaConfig, sp: bool, micro_batch: int, seq_len: int,
-    dtype: torch.dtype, regather: bool,
-) -> int:  # fmt: skip
-    block, x, cos, sin = _block_and_input(rank, tp, config, sp, micro_batch, seq_len, dtype, 0,
-                                          regather)  # fmt: skip
-    with MemoryTracker(block) as tracker:  # the weights counted as params on entry
-        for t in (x, cos, sin):
-            tracker.track(t, "other")  # made before: not part of the forward's growth
-        before = tracker.current()
-        out = block(x, cos, sin)
-        after = tracker.current()
-    grown = sum(after[c] - before[c] for c in ("activations", "other"))
-    # saved = what the forward made and keeps, less its output, plus its input (made before the
-    # tracker looked, saved by attn_norm: in a model it is the previous block's output)
-    return grown - out.numel() * out.element_size() + x.numel() * x.element_size()
-
-
-def measure_tp_activations(
-    tp: int,
-    *,
-    sp: bool = False,
-    micro_batch: int = 2,
-    seq_len: int = 16,
-    config: LlamaConfig | None = None,
-    dtype: torch.dtype = torch.float32,
-    regather: bool = False,
-    timeout: float = 60.0,
-) -> dict[str, Any]:
-    """Bytes one Block saves for backward on each rank, measured by
-    :class:`~minitorch_dist.memory.MemoryTracker` (made by its forward and alive after it, minus
-    its output, plus its input, which the first norm saves),
-    beside :func:`tp_activation_breakdown`."""
-    config = TINY if config is None else config
-    check_tp_config(config, tp)
-    measured = launch(_activation_rank, tp, config, sp, micro_batch, seq_len, dtype, regather,
-                      timeout=timeout)  # fmt: skip
-    p = torch.empty((), dtype=dtype).element_size()
-    breakdown = tp_activation_breakdown(config, micro_batch=micro_batch, seq_len=seq_len, tp=tp,
-                                        sp=sp, bytes_per_element=p, regather=regather)  # fmt: skip
-    return {"measured": measured[0], "per_rank": measured, "formula": sum(breakdown.values()),
-            "breakdown": breakdown}  # fmt: skip

@@ -168,7 +168,15 @@ class ZeroOptimizer(torch.optim.Optimizer):
         """After the update: give this rank the parameters it keeps (nothing at stages 0, 3)."""
 
     def _zero_grad(self, set_to_none: bool) -> None:
-        raise NotImplementedError
+        """Zero each unit's whole flat gradient (stages 0 and 1 keep one; stages 2 and 3 keep
+        only shards and override this)."""
+        for u in self.units:
+            u.flat_grad.zero_()
+            if set_to_none:  # the next backward writes new grads; the step copies them in
+                for p in u.params:
+                    p.grad = None
+            else:
+                u.collect_grads()
 
     def step(self, closure: Callable[[], Any] | None = None) -> Any:
         """Average the gradients over the ranks, run the optimizer on this rank's shards (with

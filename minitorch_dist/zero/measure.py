@@ -9,7 +9,7 @@ in CPU memory (on emulated ranks the "device" is the CPU too, so they are told a
 
 ``zero_table`` does it for several stages and numbers of ranks on the tiny Llama, next to
 :func:`~minitorch_dist.memory.model_state_bytes` (recipe ``fp32``) and to the traffic of
-ZeRO's section 7 (:func:`zero_comm_bytes`). ``fake_zero_bytes`` gives one rank's bytes for a
+ZeRO's section 7 (:func:`zero_bytes`). ``fake_zero_bytes`` gives one rank's bytes for a
 model that does not fit this machine: one process joins a *fake* process group as rank r of N
 (collectives return at once) and builds the model on fake tensors (no memory behind them).
 """
@@ -17,6 +17,7 @@ model that does not fit this machine: one process joins a *fake* process group a
 from __future__ import annotations
 
 import time
+import warnings
 from typing import Any
 
 import torch
@@ -31,13 +32,20 @@ from minitorch_dist.models import Llama, LlamaConfig, cross_entropy
 from minitorch_dist.reference import make_batches, rank_batch
 from minitorch_dist.zero import ZeroOptimizer, storage_bytes, zero_optimizer
 
-__all__ = ["expected_comm_bytes", "fake_zero_bytes", "measure_zero_step", "zero_comm_bytes",
-           "zero_table"]  # fmt: skip
+__all__ = [
+    "expected_comm_bytes",
+    "fake_zero_bytes",
+    "measure_zero_step",
+    "zero_bytes",
+    "zero_comm_bytes",
+    "zero_step_bytes",
+    "zero_table",
+]
 
 STATES = ("params", "grads", "optimizer")
 
 
-def zero_comm_bytes(
+def zero_bytes(
     num_params: int, stage: int, dp: int, bytes_per_param: int = 2, *, grad_acc: int = 1
 ) -> float:
     """Bytes each rank sends per step (Rajbhandari et al. 2020, section 7; ring algorithm).
@@ -64,7 +72,7 @@ def zero_comm_bytes(
     )
 
 
-def expected_comm_bytes(opt: ZeroOptimizer) -> int | float:
+def zero_step_bytes(opt: ZeroOptimizer) -> int | float:
     """The bytes ``opt`` should send per step: the ring formula applied to its padded units."""
     return sum(
         collective_bytes(op, size, opt.world_size) for op, size in opt.comm_payloads().items()
@@ -72,9 +80,12 @@ def expected_comm_bytes(opt: ZeroOptimizer) -> int | float:
 
 
 def measure_zero_step(
-    model: torch.nn.Module, opt: ZeroOptimizer, batch: tuple[torch.Tensor, torch.Tensor],
-    loss_fn: Any = cross_entropy, timeline: bool = False,
-) -> dict[str, Any]:  # fmt: skip
+    model: torch.nn.Module,
+    opt: ZeroOptimizer,
+    batch: tuple[torch.Tensor, torch.Tensor],
+    loss_fn: Any = cross_entropy,
+    timeline: bool = False,
+) -> dict[str, Any]:
     """One step (forward, backward, ``opt.step()``) measured: memory and communication.
 
     Returns ``states`` (model-state bytes after the step with the keys of ``model_state_bytes``:
@@ -101,28 +112,44 @@ def measure_zero_step(
             after = tracker.current()
             tracker.mark("idle")
     offloaded = storage_bytes(opt.offloaded_tensors())
-    states = {"params": after["params"], "grads": after["grads"],
-              "optimizer": after["optimizer"] - offloaded}  # fmt: skip
+    states = {
+        "params": after["params"],
+        "grads": after["grads"],
+        "optimizer": after["optimizer"] - offloaded,
+    }
     states["total"] = sum(states.values())
     states["offloaded"] = offloaded
     result = {
-        "states": states, "forward": forward, "backward": backward, "after": after,
-        "peak": tracker.peak(), "peak_total": tracker.peak_total,
-        "comm": {"bytes_sent": dict(cc.bytes_sent), "calls": dict(cc.calls),
-                 "total": cc.total_bytes_sent},
-        "expected_comm": expected_comm_bytes(opt),
-    }  # fmt: skip
+        "states": states,
+        "forward": forward,
+        "backward": backward,
+        "after": after,
+        "peak": tracker.peak(),
+        "peak_total": tracker.peak_total,
+        "comm": {
+            "bytes_sent": dict(cc.bytes_sent),
+            "calls": dict(cc.calls),
+            "total": cc.total_bytes_sent,
+        },
+        "expected_comm": zero_step_bytes(opt),
+    }
     if timeline:
         result["timeline"] = tracker.timeline
     return result
 
 
 def _table_rank(
-    rank: int, world_size: int, config: LlamaConfig, stages: tuple, micro_batch: int,
-    seq_len: int, offload: bool,
-) -> list[dict[str, Any]]:  # fmt: skip
-    batch = rank_batch(make_batches(config.vocab_size, micro_batch * world_size, seq_len, 1)[0],
-                      rank, world_size)  # fmt: skip
+    rank: int,
+    world_size: int,
+    config: LlamaConfig,
+    stages: tuple,
+    micro_batch: int,
+    seq_len: int,
+    offload: bool,
+) -> list[dict[str, Any]]:
+    batch = rank_batch(
+        make_batches(config.vocab_size, micro_batch * world_size, seq_len, 1)[0], rank, world_size
+    )
     rows = []
     for stage in stages:
         torch.manual_seed(0)
@@ -133,31 +160,45 @@ def _table_rank(
 
 
 def zero_table(
-    config: LlamaConfig, *, stages: tuple = (0, 1, 2, 3), world_sizes: tuple = (2, 4, 8),
-    micro_batch: int = 2, seq_len: int = 32, offload: bool = False, timeout: float = 120.0,
-) -> list[dict[str, Any]]:  # fmt: skip
+    config: LlamaConfig,
+    *,
+    stages: tuple = (0, 1, 2, 3),
+    world_sizes: tuple = (2, 4, 8),
+    micro_batch: int = 2,
+    seq_len: int = 32,
+    offload: bool = False,
+    timeout: float = 120.0,
+) -> list[dict[str, Any]]:
     """One measured step per (stage, dp) of ``Llama(config)`` in fp32 on emulated ranks.
 
     Each row (rank 0's measurement; every rank holds and sends the same) carries ``stage``,
     ``dp``, the output of :func:`measure_zero_step`, ``predicted`` (``model_state_bytes`` with
-    recipe ``fp32``) and ``formula_comm`` (:func:`zero_comm_bytes` with 4-byte elements).
+    recipe ``fp32``) and ``formula_comm`` (:func:`zero_bytes` with 4-byte elements).
     """
     rows = []
     psi = config.num_params()
     for dp in world_sizes:
-        for row in launch(_table_rank, dp, config, tuple(stages), micro_batch, seq_len, offload,
-                          timeout=timeout)[0]:  # fmt: skip
-            row["predicted"] = model_state_bytes(psi, zero_stage=row["stage"], dp=dp,
-                                                 recipe="fp32", offload=offload)  # fmt: skip
-            row["formula_comm"] = zero_comm_bytes(psi, row["stage"], dp, bytes_per_param=4)
+        for row in launch(
+            _table_rank, dp, config, tuple(stages), micro_batch, seq_len, offload, timeout=timeout
+        )[0]:
+            row["predicted"] = model_state_bytes(
+                psi, zero_stage=row["stage"], dp=dp, recipe="fp32", offload=offload
+            )
+            row["formula_comm"] = zero_bytes(psi, row["stage"], dp, bytes_per_param=4)
             rows.append(row)
     return rows
 
 
 def fake_zero_bytes(
-    config: LlamaConfig, stage: int, dp: int, *, rank: int = 0, offload: bool = False,
-    seq_len: int = 0, micro_batch: int = 1,
-) -> dict[str, Any]:  # fmt: skip
+    config: LlamaConfig,
+    stage: int,
+    dp: int,
+    *,
+    rank: int = 0,
+    offload: bool = False,
+    seq_len: int = 0,
+    micro_batch: int = 1,
+) -> dict[str, Any]:
     """Rank ``rank``'s bytes with ZeRO ``stage`` on ``dp`` ranks for ``Llama(config)`` in fp32,
     measured on fake tensors in a fake process group (this process pretends to be the rank).
 
@@ -193,11 +234,29 @@ def fake_zero_bytes(
                 offloaded = storage_bytes(opt.offloaded_tensors())
                 states = {k: after[k] for k in STATES}
                 states["optimizer"] -= offloaded
-                result = {"states": {**states, "total": sum(states.values()),
-                                     "offloaded": offloaded}}  # fmt: skip
+                result = {
+                    "states": {**states, "total": sum(states.values()), "offloaded": offloaded}
+                }
     finally:
         dist.destroy_process_group()
-    result["predicted"] = model_state_bytes(config.num_params(), zero_stage=stage, dp=dp,
-                                            recipe="fp32", offload=offload)  # fmt: skip
+    result["predicted"] = model_state_bytes(
+        config.num_params(), zero_stage=stage, dp=dp, recipe="fp32", offload=offload
+    )
     result["seconds"] = time.perf_counter() - start
     return result
+
+
+# The names before the naming rule (closed forms ``<technique>_bytes``, counters
+# ``count_<technique>_bytes``), kept for one release. zero_comm_bytes is a plain alias (labs 6 and
+# 11 call it and must print no warning); expected_comm_bytes warns.
+zero_comm_bytes = zero_bytes
+
+
+def expected_comm_bytes(opt: ZeroOptimizer) -> int | float:
+    """Deprecated name of :func:`zero_step_bytes`."""
+    warnings.warn(
+        "expected_comm_bytes is deprecated: call zero_step_bytes (the same arguments)",
+        DeprecationWarning,
+        stacklevel=2,
+    )
+    return zero_step_bytes(opt)

@@ -42,15 +42,6 @@ class ZeroStage0(ZeroOptimizer):
             dist.all_reduce(u.flat_grad, group=self.group)  # (Psi_u,): summed over the ranks
             u.flat_grad.div_(self.world_size)
 
-    def _zero_grad(self, set_to_none: bool) -> None:
-        for u in self.units:
-            u.flat_grad.zero_()
-            if set_to_none:  # the next backward writes new grads; the step copies them in
-                for p in u.params:
-                    p.grad = None
-            else:
-                u.collect_grads()
-
     def _grad_shards(self) -> tuple[list, list]:
         return [], [u.shard.grad for u in self.units]  # every rank holds the whole average
 

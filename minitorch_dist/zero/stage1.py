@@ -59,15 +59,6 @@ class ZeroStage1(ZeroOptimizer):
             all_gather_into_tensor(u.full, u.full[lo:hi], group=self.group)  # (S,) -> (N*S,)
             # END SOLUTION
 
-    def _zero_grad(self, set_to_none: bool) -> None:
-        for u in self.units:
-            u.flat_grad.zero_()
-            if set_to_none:  # the next backward writes new grads; the step copies them in
-                for p in u.params:
-                    p.grad = None
-            else:
-                u.collect_grads()
-
     def comm_payloads(self) -> dict[str, int]:
         """A reduce-scatter and an all-gather of every unit (stage 2 the same)."""
         return {"reduce_scatter": self._unit_bytes(), "all_gather": self._unit_bytes()}
