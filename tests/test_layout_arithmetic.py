@@ -26,6 +26,7 @@ ROOT = Path(__file__).resolve().parent.parent
 WORK = """
 import json
 from minitorch_dist import planner
+from minitorch_dist.memory.peak import predict_peak
 from minitorch_dist.memory.prediction import predict
 from minitorch_dist.models import PRESETS
 
@@ -43,6 +44,11 @@ out["step_time"] = repr(planner.step_time(model, cluster, config, seq_len=4096,
                                           global_batch=64))
 out["peak_memory"] = repr(planner.peak_memory(model, config, seq_len=4096,
                                               global_batch=64))
+moe = planner.as_model("mixtral-8x7b")  # the MoE path: expert parallelism's closed forms
+moe_config = planner.ParallelConfig(dp=8, tp=2, ep=4, zero=1)
+out["moe"] = repr((planner.step_time(moe, cluster, moe_config, seq_len=4096, global_batch=64),
+                   planner.peak_memory(moe, moe_config, seq_len=4096, global_batch=64)))
+out["peak"] = repr(predict_peak("llama-3-8b", seq_len=4096, micro_batch=1, zero_stage=2, dp=8))
 print(json.dumps(out))
 """
 
