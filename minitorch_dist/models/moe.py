@@ -151,8 +151,10 @@ class MoEBlock(nn.Module):
         router = Router
         if cfg.router_bias:  # DeepSeek-V3's auxiliary-loss-free balancing (models.moe_bias)
             from minitorch_dist.models.moe_bias import BiasedRouter as router
+        dtype = cfg.router_dtype  # a torch.dtype or its name ("float32", the default)
+        dtype = getattr(torch, dtype) if isinstance(dtype, str) else dtype
         self.router = router(hidden, cfg.experts, cfg.top_k, normalize=cfg.normalize_weights,
-                             router_dtype=cfg.router_dtype)  # fmt: skip
+                             router_dtype=dtype)  # fmt: skip
         self.experts = nn.ModuleList(Expert(hidden, cfg.expert_ffn) for _ in range(cfg.experts))
         shared = cfg.shared_experts * cfg.expert_ffn
         self.shared = Expert(hidden, shared) if shared else None

@@ -6,10 +6,17 @@ the accounting the widget shows is :func:`minitorch_dist.memory.predict`; nothin
 imports ``viz``. :func:`memory_predictor` builds the widget (ipywidgets is imported only then);
 :func:`render_prediction` is the HTML it displays. :func:`planner_widget` (chapter 11) grows it
 to every parallel axis and shows the planner's ranking (:func:`render_config`).
+
+Names are imported on first use (:mod:`minitorch_dist.lazy`): a module of ``viz`` that needs only
+the arithmetic layer (:mod:`minitorch_dist.arithmetic`) loads no widget and no matplotlib.
 """
 
-from minitorch_dist.viz.planner_widget import PlannerWidget, planner_widget, render_config
-from minitorch_dist.viz.predictor import MemoryPredictor, memory_predictor, render_prediction
+from minitorch_dist.lazy import attach
+
+_EXPORTS = {  # module -> the names it provides, imported on first use (minitorch_dist.lazy)
+    ".planner_widget": ("PlannerWidget", "planner_widget", "render_config"),
+    ".predictor": ("MemoryPredictor", "memory_predictor", "render_prediction"),
+}
 
 __all__ = [
     "MemoryPredictor",
@@ -19,3 +26,5 @@ __all__ = [
     "render_config",
     "render_prediction",
 ]
+
+__getattr__, __dir__ = attach(__name__, _EXPORTS, __all__)
