@@ -12,8 +12,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from minitorch_dist.grade import check_task_ids, lab_of, select_tasks, task_of
-from minitorch_dist.launcher import COLLECTIVE_TIMEOUT_ENV, RankError, RankTimeoutError
+from minitorch_dist.course.grade import check_task_ids, lab_of, select_tasks, task_of
+from minitorch_dist.launching import COLLECTIVE_TIMEOUT_ENV, RankError, RankTimeoutError
 
 GRADED_COLLECTIVE_TIMEOUT_S = 10
 _deadlocked: dict[str, str] = {}  # task -> the test in which it deadlocked
