@@ -29,6 +29,8 @@ ARCHITECTURE.md (at the repository's root) has the layering rules and the public
     expert_parallel/  router, capacity, all-to-all dispatch and combine (models/moe)     chapter 10
     parallel3d/    the one place that composes techniques on a grid                      chapter 11
     planner/       fits, costs and ranks layouts from the techniques' closed forms       chapter 11
+    arithmetic     the torch-free layer: the closed forms, the memory predictor and the
+                   planner import without torch (the book runs them in the browser)
     viz/           the ipywidgets memory predictor and planner (nothing else imports it)
     course/        the course and book machinery (make, release, grade, answers, the
                    book's Sphinx extensions): nothing a chapter teaches imports it
