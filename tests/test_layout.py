@@ -214,3 +214,30 @@ def test_the_public_api_in_architecture_is_importable():
             f"{module}.{n}" for n in re.findall(r"`(\w+)`", names) if not hasattr(imported, n)
         ]
     assert not missing, f"ARCHITECTURE.md names what does not exist: {missing}"
+
+
+def test_the_slow_list_names_tests_that_exist():
+    """Catches a test renamed or removed while conftest.py still marks it ``slow`` by name (the
+    mark would then silently fall off the renamed test, and ``make quick`` grow)."""
+    conftest = ast.parse((ROOT / "tests" / "conftest.py").read_text())
+    listed = next(
+        ast.literal_eval(node.value)
+        for node in conftest.body
+        if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", "") == "SLOW_TESTS"
+    )
+    missing = []
+    for entry in sorted(listed):
+        file, name = entry.split("::")
+        path = ROOT / "tests" / file
+        names = (
+            {
+                n.name
+                for n in ast.walk(ast.parse(path.read_text()))
+                if isinstance(n, ast.FunctionDef)
+            }
+            if path.exists()
+            else set()
+        )
+        if name not in names:
+            missing.append(entry)
+    assert not missing, f"conftest.py's SLOW_TESTS names no such test: {missing}"
