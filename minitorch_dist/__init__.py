@@ -1,8 +1,9 @@
 """minitorch_dist: the package behind the book *Training LLMs when memory is the wall*.
 
-Each subpackage is one chapter's technique, built by the reader in the lab of the same number:
+Each subpackage is one chapter's technique, built by the reader in the lab of the same number;
+ARCHITECTURE.md (at the repository's root) has the layering rules and the public API.
 
-    launcher       emulated ranks (N CPU processes on gloo) and torchrun for real GPUs
+    launching/     emulated ranks (N CPU processes on gloo) and torchrun for real GPUs  chapter 0
     checks         the argument checks every module shares (a leaf: standard library only)
     arithmetic     the torch-free layer: closed forms, memory prediction, the planner (package
                    ``__init__`` files export lazily through ``lazy``, so they import no torch)
@@ -11,29 +12,33 @@ Each subpackage is one chapter's technique, built by the reader in the lab of th
     printing       rank-ordered printing and seeding
     figures        the figure base (BookFigure, category colours) every topic's plots use
     scopes         thread-local scopes shared across packages (a backend's collectives)
+    progress       a progress bar, silent under CI, nbval and builds
     grid           ProcessGrid: dp x pp x cp x ep x tp process groups, tp innermost, passed
                    explicitly to every technique of chapters 7-11
     reference      the one harness that checks N ranks against one process (outputs,
                    gradients or their shards, weights after k steps)
-    memory/        closed-form accounting (estimate), per-rank totals (prediction) and
-                   measured accounting (track)                                           chapter 1
+    memory/        closed-form accounting (estimate), per-rank totals (prediction),
+                   measured accounting (track), FLOPs per token and MFU (flops)         chapters 1, 4
     precision/     number formats, loss scaling, mixed precision, fp8                    chapter 2
     recompute/     activation checkpointing: full and selective policies                 chapter 3
     accumulate/    gradient accumulation with token-weighted normalisation               chapter 4
     comm/          bytes per collective, a counter, the ring from send/recv              chapter 5
-    data_parallel/ naive and bucketed DDP with no_sync                                   chapter 5
-    zero/          ZeRO stages 1, 2, 3 and optimizer offload                             chapter 6
+    data_parallel/ naive and bucketed DDP with no_sync; a profiled step (profiling)      chapter 5
+    zero/          ZeRO stages 1, 2, 3, optimizer offload, checkpoints (checkpoint)      chapter 6
     tensor_parallel/  f/g, column/row/vocab-parallel layers, sequence parallelism        chapter 7
     context_parallel/ ring attention (online softmax), zig-zag layout, Ulysses          chapter 8
     pipeline/      schedules as data, stages, one runtime, a simulator                   chapter 9
     expert_parallel/  router, capacity, all-to-all dispatch and combine (models/moe)     chapter 10
     parallel3d/    the one place that composes techniques on a grid                      chapter 11
     planner/       fits, costs and ranks layouts from the techniques' closed forms       chapter 11
+    arithmetic     the torch-free layer: the closed forms, the memory predictor and the
+                   planner import without torch (the book runs them in the browser)
     viz/           the ipywidgets memory predictor and planner (nothing else imports it)
+    course/        the course and book machinery (make, release, grade, answers, the
+                   book's Sphinx extensions): nothing a chapter teaches imports it
 
-Beside them sits the course and book machinery, which nothing a chapter teaches imports:
-``make`` (the README's commands), ``release``, ``grade`` / ``grade_report`` / ``results``,
-``answers`` / ``answer_digests``, ``vendor``, ``book_links``, ``course_book``, ``browser_check``.
+Modules that moved keep their old names (``minitorch_dist.grade``, ``minitorch_dist.launcher``,
+``python -m minitorch_dist.make``): ``_moved`` lists them.
 
 Each topic keeps its figures beside it in a ``plots`` module (``memory.plots``,
 ``precision.plots``, ``comm.plots``, ``recompute.plots``, ``accumulate.plots``) that its package's
@@ -48,7 +53,11 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+from minitorch_dist import _moved
+
 __version__ = "0.1.0"
+
+_moved.install()  # the old names of moved modules (minitorch_dist.grade, .launcher, ...)
 
 # public name -> module that defines it
 _EXPORTS = {

@@ -1,4 +1,4 @@
-"""Shared test set-up, and the graded tests' rules (see minitorch_dist/grade.py's docstring).
+"""Shared test set-up, and the graded tests' rules (see minitorch_dist/course/grade.py's docstring).
 
 * ``--task lab05.1`` (repeatable) keeps only that task's graded tests: ``pytest -m lab05 --task
   lab05.1`` grades one task, as ``python -m minitorch_dist.grade --task lab05.1`` does.
@@ -12,8 +12,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from minitorch_dist.grade import check_task_ids, lab_of, select_tasks, task_of
-from minitorch_dist.launcher import COLLECTIVE_TIMEOUT_ENV, RankError, RankTimeoutError
+from minitorch_dist.course.grade import check_task_ids, lab_of, select_tasks, task_of
+from minitorch_dist.launching import COLLECTIVE_TIMEOUT_ENV, RankError, RankTimeoutError
 
 GRADED_COLLECTIVE_TIMEOUT_S = 10
 _deadlocked: dict[str, str] = {}  # task -> the test in which it deadlocked
@@ -33,11 +33,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 COURSE_MODULES = {
     "test_autograder",
     "test_book_links",
+    "test_book_outputs",
     "test_browser_check",
     "test_course_book",
     "test_grade_dependencies",
     "test_grading",
     "test_mutants",
+    "test_no_reference",
     "test_notebooks",
     "test_release",
     "test_student_install",
@@ -45,10 +47,62 @@ COURSE_MODULES = {
 }
 
 
+# Integration tests (whole training runs, many launches) that take more than about 5 s on two
+# busy cores, measured with ``pytest --durations``: marked ``slow`` here by name (every parameter
+# set), so that ``make quick`` stays within three minutes; ``make test`` runs them. Each graded
+# task keeps graded tests in quick (lab11.1: the layout test of test_lab11_grid.py, its fastest).
+# tests/test_layout.py checks that each name is a test.
+SLOW_TESTS = {
+    "test_accumulate.py::test_peak_memory_follows_the_micro_batch_not_the_global_batch",
+    "test_ch11_planner_exercises.py::test_chapter_ex3_slower_ports_cost_the_old_choice_more",
+    "test_comm_cost_viz.py::test_live_collectives_leave_what_the_figure_says",
+    "test_comm_cost_viz.py::test_simulated_ring_ends_with_every_sum_everywhere",
+    "test_context_parallel.py::test_ring_keeps_less_than_allgather",
+    "test_context_parallel_hybrid.py::test_hybrid_degenerates_to_ring_and_to_ulysses",
+    "test_data_parallel.py::test_bucketed_matches_single_process_adamw_and_llama",
+    "test_data_parallel.py::test_naive_matches_single_process",
+    "test_expert_parallel.py::test_tiny_llama_with_moe_trains_like_its_reference",
+    "test_lab00_hello.py::test_launch_errors_print_no_machine_paths",
+    "test_lab01_exercises.py::test_lab_ex3_pure_bf16_adam_is_8_bytes_per_param",
+    "test_lab03_exercises.py::test_lab3_exercise_answers",
+    "test_lab11_grid.py::test_cp_pp_tp_trains_like_one_process",
+    "test_lab11_grid.py::test_dp_pp_tp_trains_like_one_process",
+    "test_lab11_grid.py::test_fp32_trains_like_one_process",
+    "test_lab11_planner.py::test_choose_respects_memory",
+    "test_lab11_planner.py::test_choose_returns_the_fastest_fitting_config_and_its_numbers",
+    "test_launch.py::test_output_of_rank0_by_default_and_all_ranks_in_order",
+    "test_launch.py::test_rank_that_skips_a_collective_times_out",
+    "test_launch.py::test_results_come_back_in_rank_order",
+    "test_launch.py::test_torchrun_runs_the_same_user_function",
+    "test_memory_peak.py::test_peak_within_3_percent_of_the_tracker",
+    "test_memory_track.py::test_fake_llama_2_7b_is_16_bytes_per_param",
+    "test_memory_track.py::test_fake_measurement_equals_closed_form",
+    "test_memory_track.py::test_fake_recompute_policies",
+    "test_models.py::test_tiny_model_learns_markov_data_quickly",
+    "test_moe_bias.py::test_bias_balances_the_skewed_problem_and_the_loss_free_run_has_no_aux_term",
+    "test_package_layout.py::test_importing_the_numbers_does_not_import_matplotlib",
+    "test_parallel3d.py::test_each_pitfall_fails_the_comparison",
+    "test_pipeline.py::test_schedule_matches_one_process",
+    "test_pipeline.py::test_zb_h1_matches_one_process",
+    "test_pipeline_memory.py::test_peak_is_the_schedules_micro_batches_in_flight",
+    "test_planner.py::test_70b_on_1024_gpus_is_planned_quickly",
+    "test_planner.py::test_planner_memory_benchmark_runs_on_the_cpu",
+    "test_planner.py::test_planner_widget_follows_its_controls",
+    "test_planner_vs_code.py::test_exact_planner_within_five_percent_of_the_code",
+    "test_planner_vs_code.py::test_measure_leaves_no_process_group_and_no_patched_exchange",
+    "test_static_predictor.py::test_tables_add_up_to_predict_on_the_grid",
+    "test_tensor_parallel.py::test_megatron_regather_saves_shards_for_two_more_all_gathers",
+    "test_viz.py::test_package_imports_without_ipywidgets",
+    "test_zero_checkpoint.py::test_apply_zero3_saved_on_4_ranks_resumes_on_2_and_on_4",
+}
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         if item.path.stem in COURSE_MODULES:
             item.add_marker(pytest.mark.course)
+        if f"{item.path.name}::{getattr(item, 'originalname', item.name)}" in SLOW_TESTS:
+            item.add_marker(pytest.mark.slow)
     tasks = config.getoption("--task")
     if tasks:
         check_task_ids(tasks)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from minitorch_dist.answers import Answer, check_answer, load_digests, make_digests
+from minitorch_dist.course.answers import Answer, check_answer, load_digests, make_digests
 
 ROOT = Path(__file__).resolve().parent.parent
 MADE_UP = make_digests(

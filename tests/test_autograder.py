@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from minitorch_dist.edition import check_repo_url, repo_folder
-from minitorch_dist.release import MANIFEST_FILE, MARKER_FILE, make_release
+from minitorch_dist.course.edition import check_repo_url, repo_folder
+from minitorch_dist.course.release import MANIFEST_FILE, MARKER_FILE, make_release
 
 ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.skipif(
@@ -215,7 +215,7 @@ def test_the_editions_texts_speak_of_its_own_labs_and_stubs(course: dict) -> Non
 def test_a_submitted_file_is_found_below_one_folder_and_links_are_ignored(tmp_path: Path) -> None:
     """Catches a zip of the edition's folder scored as missing, or a link that reads a file
     from outside the submission."""
-    from minitorch_dist.autograder import _find
+    from minitorch_dist.course.autograder import _find
 
     rel = "minitorch_dist/comm/halves.py"
     nested = tmp_path / "hw0" / rel

@@ -159,6 +159,20 @@ def test_config_executes_strictly_and_offline():
     assert (ROOT / cfg["bibtex_bibfiles"][0]).exists()
 
 
+def test_the_book_executes_the_chapters_and_shows_the_labs_outputs():
+    """Catches a lab executed a third time by the book (nbval and the determinism pass of
+    ``make test`` have run it twice already), or a chapter shown with stale outputs: chapters
+    execute on every build; labs show their committed outputs, which nbval checks."""
+    from fnmatch import fnmatch
+
+    patterns = _load("_config.yml")["execute"]["exclude_patterns"]
+    skipped = lambda path: any(fnmatch(path, p) for p in patterns)  # noqa: E731
+    labs = sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "labs").glob("lab*.ipynb"))
+    chapters = sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "chapters").glob("*.md"))
+    assert labs and all(skipped(lab) for lab in labs), [lab for lab in labs if not skipped(lab)]
+    assert not [chapter for chapter in chapters if skipped(chapter)]
+
+
 def test_config_has_what_the_colab_button_needs():
     """Catches a missing repository url/branch/path: the launch buttons silently disappear."""
     cfg = _load("_config.yml")

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from minitorch_dist import book_links
-from minitorch_dist.book_links import (
+from minitorch_dist.course import book_links
+from minitorch_dist.course.book_links import (
     chapter_notebook,
     chapter_pages,
     colab_path,
@@ -50,7 +50,7 @@ def test_colab_twin_is_in_sync(md):
 def test_twin_survives_the_student_edition_unchanged(tmp_path):
     """The release rewrites every notebook it ships (stubs, no outputs); a twin must come out
     byte-identical, or the edition's own sync test fails."""
-    from minitorch_dist.release import _strip_notebook
+    from minitorch_dist.course.release import _strip_notebook
 
     md = CHAPTERS[1]
     copy = tmp_path / "twin.ipynb"

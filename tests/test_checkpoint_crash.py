@@ -28,10 +28,10 @@ import torch.distributed as dist
 from torch import nn
 
 from minitorch_dist import launch
-from minitorch_dist.checkpoint import load_checkpoint, save_checkpoint
 from minitorch_dist.data_parallel import TiedToy
 from minitorch_dist.reference import make_batches, run_training
 from minitorch_dist.zero import ZeroStage1
+from minitorch_dist.zero.checkpoint import load_checkpoint, save_checkpoint
 
 GBS, SEQ, VOCAB = 8, 8, 31
 ADAMW = {"lr": 1e-2, "weight_decay": 0.1}

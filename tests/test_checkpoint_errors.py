@@ -23,8 +23,8 @@ from torch import nn
 from torch.distributed.checkpoint.filesystem import FileSystemReader, FileSystemWriter
 
 from minitorch_dist import launch
-from minitorch_dist.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
 from minitorch_dist.data_parallel import TiedToy
+from minitorch_dist.zero.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
 
 
 def _by_rank_0(action) -> None:  # noqa: ANN001

@@ -8,7 +8,7 @@ import sys
 import textwrap
 from pathlib import Path
 
-from minitorch_dist.course_book import hide_solutions, solution_lines, solution_lines_in_html
+from minitorch_dist.course.course_book import hide_solutions, solution_lines, solution_lines_in_html
 
 ROOT = Path(__file__).resolve().parent.parent
 CODE = textwrap.dedent(
@@ -51,7 +51,7 @@ def test_a_sphinx_build_with_the_extension_shows_the_stub(tmp_path):
     src = tmp_path / "src"
     src.mkdir()
     (src / "code.py").write_text(CODE)
-    (src / "conf.py").write_text('extensions = ["minitorch_dist.course_book"]\n')
+    (src / "conf.py").write_text('extensions = ["minitorch_dist.course.course_book"]\n')
     (src / "index.rst").write_text(
         "Page\n====\n\n.. literalinclude:: code.py\n   :pyobject: ring\n"
     )

@@ -7,7 +7,7 @@ import pytest
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
-from minitorch_dist.flops import flops_per_token, matmul_params, mfu, training_seconds
+from minitorch_dist.memory.flops import flops_per_token, matmul_params, mfu, training_seconds
 from minitorch_dist.models import Llama, LlamaConfig, cross_entropy, synthetic_batch
 from minitorch_dist.recompute import use_attention
 

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from minitorch_dist.grade import grade, gradescope_json
-from minitorch_dist.grade_report import TestResult as Result
-from minitorch_dist.grade_report import needs_first
-from minitorch_dist.release import MARKER_FILE, make_release, strip_solutions
+from minitorch_dist.course.grade import grade, gradescope_json
+from minitorch_dist.course.grade_report import TestResult as Result
+from minitorch_dist.course.grade_report import needs_first
+from minitorch_dist.course.release import MARKER_FILE, make_release, strip_solutions
 
 ROOT = Path(__file__).resolve().parent.parent
 

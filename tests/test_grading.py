@@ -1,4 +1,4 @@
-"""The grading convention and the grader's behaviour (minitorch_dist/grade.py, tests/conftest.py).
+"""The grading convention and the grader's behaviour (minitorch_dist/course/grade.py, tests/conftest.py).
 
 Every graded test names one task of its lab; every task the package asks for is graded; a task
 can be graded alone (``grade --task``, ``pytest --task``); the terminal gets a short table and one

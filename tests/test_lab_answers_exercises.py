@@ -16,9 +16,15 @@ from pathlib import Path
 import pytest
 import torch
 
-from minitorch_dist.answers import Answer, check_answer, load_digests, make_digests, write_digests
 from minitorch_dist.comm import collective_bytes
 from minitorch_dist.comm.cost import bus_bandwidth, collective_time
+from minitorch_dist.course.answers import (
+    Answer,
+    check_answer,
+    load_digests,
+    make_digests,
+    write_digests,
+)
 from minitorch_dist.memory import model_state_bytes, predict
 from minitorch_dist.models import Llama, LlamaConfig
 from minitorch_dist.models.moe_bias import BiasedRouter

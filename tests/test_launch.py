@@ -12,7 +12,7 @@ import torch
 import torch.distributed as dist
 
 from minitorch_dist import launch
-from minitorch_dist.launcher import COLLECTIVE_TIMEOUT_ENV, RankError, RankTimeoutError, torchrun
+from minitorch_dist.launching import COLLECTIVE_TIMEOUT_ENV, RankError, RankTimeoutError, torchrun
 
 
 def _children() -> list[int]:

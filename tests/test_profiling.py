@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from minitorch_dist.profiling import load_trace, plot_trace_phases, profile_ddp_step
+from minitorch_dist.data_parallel.profiling import load_trace, plot_trace_phases, profile_ddp_step
 
 
 def test_trace_of_a_ddp_step(tmp_path: Path) -> None:

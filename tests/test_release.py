@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from minitorch_dist.grade import grade, gradescope_json
-from minitorch_dist.release import (
+from minitorch_dist.course.grade import grade, gradescope_json
+from minitorch_dist.course.release import (
     MARKER_FILE,
     SOURCE_REPO,
     SolutionBlockError,

@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from minitorch_dist.results import RESULTS_DIR, bold_figures, device_of, result_path, table_rows
+from minitorch_dist.course.results import (
+    RESULTS_DIR,
+    bold_figures,
+    device_of,
+    result_path,
+    table_rows,
+)
 
 
 def test_reads_every_bold_ratio_in_file_order(tmp_path, monkeypatch) -> None:
@@ -13,7 +19,7 @@ def test_reads_every_bold_ratio_in_file_order(tmp_path, monkeypatch) -> None:
         "# demo\n- ours / torch step time: **0.88** (goal met)\n- other: **9.99**\n"
         "## bigger\n- ours / torch step time: **1.14**\n"
     )
-    monkeypatch.setattr("minitorch_dist.results.RESULTS_DIR", tmp_path)
+    monkeypatch.setattr("minitorch_dist.course.results.RESULTS_DIR", tmp_path)
     assert bold_figures("cpu-2core_demo", "ours / torch step time") == [0.88, 1.14]
     assert device_of("cpu-2core_demo") == "a 2-core CPU without a GPU"
     with pytest.raises(ValueError, match="no line"):
@@ -38,7 +44,7 @@ def test_reads_the_table_under_a_heading(tmp_path, monkeypatch) -> None:
         "<!-- Device: one NVIDIA H100 80GB HBM3 (lent) -->\n### CPU\n\n| | a |\n|---|---:|\n"
         "| x | 1 |\n\n### CUDA, bf16\n\n| | a |\n|---|---:|\n| x | 2 |\n| y | 3 |\n"
     )
-    monkeypatch.setattr("minitorch_dist.results.RESULTS_DIR", tmp_path)
+    monkeypatch.setattr("minitorch_dist.course.results.RESULTS_DIR", tmp_path)
     assert table_rows("h100_demo", "CUDA") == [{"": "x", "a": "2"}, {"": "y", "a": "3"}]
     assert device_of("h100_demo") == "one NVIDIA H100 80GB HBM3"
     with pytest.raises(ValueError, match="no heading"):

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from minitorch_dist.release import MARKER_FILE, make_release
+from minitorch_dist.course.release import MARKER_FILE, make_release
 
 ROOT = Path(__file__).resolve().parent.parent
 CONSTRAINTS = ROOT / ".ci" / "constraints.txt"

@@ -173,7 +173,7 @@ def test_config_points_at_the_vendored_files_not_a_cdn():
     for attrs in config["nb_ipywidgets_js"].values():  # crossorigin breaks file:// pages
         assert not attrs or "crossorigin" not in attrs
     assert (
-        "minitorch_dist.book_links"
+        "minitorch_dist.course.book_links"
         in yaml.safe_load((ROOT / "_config.yml").read_text())["sphinx"]["extra_extensions"]
     )
     assert "/_vendor/" in (ROOT / ".gitignore").read_text().split()

@@ -16,7 +16,6 @@ import torch
 from torch import nn
 
 from minitorch_dist import launch
-from minitorch_dist.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
 from minitorch_dist.data_parallel import DataParallelBucket, TiedToy
 from minitorch_dist.reference import (
     assert_runs_match,
@@ -26,6 +25,7 @@ from minitorch_dist.reference import (
     run_training,
 )
 from minitorch_dist.zero import STAGES, apply_zero3
+from minitorch_dist.zero.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
 
 STEPS, GBS, SEQ, VOCAB = 4, 8, 8, 31
 TIGHT = {"atol": 1e-5, "rtol": 1e-4}

@@ -24,7 +24,7 @@ import time
 import venv
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 VENV = Path(os.environ.get("MINITORCH_DIST_VENV") or ROOT / ".venv").resolve()
 BIN = VENV / ("Scripts" if os.name == "nt" else "bin")
 PY = BIN / ("python.exe" if os.name == "nt" else "python")
@@ -66,7 +66,7 @@ def ensure_env() -> None:
 
 NO_SOLUTIONS = """
 import sys
-from minitorch_dist.course_book import solution_lines_in_html
+from minitorch_dist.course.course_book import solution_lines_in_html
 leaks = solution_lines_in_html(".", "_build/html")
 for page, lines in leaks.items():
     print(f"{page} shows {len(lines)} solution line(s), e.g. {lines[0]!r}")
@@ -75,16 +75,18 @@ sys.exit(1 if leaks else 0)
 
 
 def book() -> None:
-    _run([str(PY), "-m", "minitorch_dist.vendor"])  # the book's own MathJax and widget scripts
+    _run(
+        [str(PY), "-m", "minitorch_dist.course.vendor"]
+    )  # the book's own MathJax and widget scripts
     _run([str(BIN / BOOK[0]), *BOOK[1:]], quiet=True)
     if os.environ.get("MINITORCH_DIST_SOLUTIONS") != "show":  # the book shows no solution
         _run([str(PY), "-c", NO_SOLUTIONS])
-    # every page in Debian's headless Chromium, offline (minitorch_dist/browser_check.py)
+    # every page in Debian's headless Chromium, offline (minitorch_dist/course/browser_check.py)
     chromium = Path("/usr/bin/chromium")
     has_playwright = subprocess.run([str(PY), "-c", "import playwright"], capture_output=True)
     if chromium.exists() and has_playwright.returncode == 0:
         shots = ["--screenshots", "_build/screenshots", "--repo-root", "."]
-        _run([str(PY), "-m", "minitorch_dist.browser_check", "_build/html", *shots])
+        _run([str(PY), "-m", "minitorch_dist.course.browser_check", "_build/html", *shots])
     else:
         why = "playwright missing" if chromium.exists() else "sudo apt-get install chromium"
         print(f"browser check SKIPPED: no {chromium} or playwright ({why})", flush=True)
@@ -94,7 +96,9 @@ def book() -> None:
 def test() -> None:
     _run([str(BIN / "ruff"), "check", "."])
     _run([str(BIN / "ruff"), "format", "--check", "."])
-    _run([str(PY), "-m", "minitorch_dist.vendor"])  # before the tests: they check what it wrote
+    _run(
+        [str(PY), "-m", "minitorch_dist.course.vendor"]
+    )  # before the tests: they check what it wrote
     # nbval runs every lab here once; tests/test_notebooks.py adds the second run of its
     # determinism check (not two more).
     _run([str(PY), *PYTEST], quiet=True, env={"MINITORCH_DIST_NBVAL_PASSES": "1"})

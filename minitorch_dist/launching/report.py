@@ -166,7 +166,7 @@ def _timed_out(rep: _Report) -> str:
     return f"\nrank {rep.rank} was stuck at:\n    {where}\n  {rep.exc_type}: {rep.message}"
 
 
-_REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+_REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) + os.sep
 _FILE = re.compile(r'File "([^"]+)"')
 
 

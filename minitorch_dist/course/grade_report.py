@@ -1,5 +1,5 @@
 """The grader's report: each graded test's result, the score table (tasks within labs), one
-line per failure, and Gradescope's results.json (split out of minitorch_dist/grade.py).
+line per failure, and Gradescope's results.json (for :mod:`minitorch_dist.course.grade`).
 
 A test of task A that fails because another task B is not written yet (B's stub raised
 ``NotImplementedError("labNN.k: ...")``, as the release writes it) is reported as "needs B first",

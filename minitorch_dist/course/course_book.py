@@ -13,7 +13,7 @@ their own build sets ``MINITORCH_DIST_SOLUTIONS=show``.
 package and the lab notebooks) that appears in the built HTML; ``make test`` fails unless it
 finds none.
 
-    sphinx: extra_extensions: [minitorch_dist.course_book]     # _config.yml
+    sphinx: extra_extensions: [minitorch_dist.course.course_book]     # _config.yml
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from minitorch_dist.release import _BEGIN, _END, SolutionBlockError, strip_solutions
+from minitorch_dist.course.release import _BEGIN, _END, SolutionBlockError, strip_solutions
 
 __all__ = ["hide_solutions", "setup", "solution_lines", "solution_lines_in_html"]
 

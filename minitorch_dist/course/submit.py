@@ -4,7 +4,7 @@
 
 The zip holds exactly the files that ``submission.json`` (written by the release) lists: the
 package files with the assignment's tasks, at their paths in the edition. The autograder
-(minitorch_dist/autograder.py) copies only those files over the course's tree, so nothing else
+(minitorch_dist/course/autograder.py) copies only those files over the course's tree, so nothing else
 a student has changed (tests, conftest, notebooks) is sent or graded.
 """
 

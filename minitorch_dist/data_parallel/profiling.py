@@ -25,7 +25,7 @@ from torch.profiler import ProfilerActivity, profile, record_function
 
 from minitorch_dist.checks import check_int
 from minitorch_dist.figures import BookFigure
-from minitorch_dist.launcher import launch
+from minitorch_dist.launching import launch
 
 __all__ = ["load_trace", "plot_trace_phases", "profile_ddp_step", "trace_phases"]
 

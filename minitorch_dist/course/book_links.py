@@ -14,7 +14,7 @@
 - **Code display**: ``# fmt: skip`` markers (for ruff, not for readers) are hidden in rendered
   code; the sources keep them.
 
-    sphinx: extra_extensions: [minitorch_dist.book_links]      # _config.yml
+    sphinx: extra_extensions: [minitorch_dist.course.book_links]      # _config.yml
 """
 
 from __future__ import annotations
@@ -26,9 +26,9 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from minitorch_dist.course_book import rewrite_code_blocks
+from minitorch_dist.course.course_book import rewrite_code_blocks
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 COLAB_DIR = "colab"  # the twins' folder, relative to the repository root
 TEMPLATE_LAB = "labs/lab00_hello_ranks.ipynb"  # whose install cell the chapters' twins reuse
 STYLE = "author_year_labels"  # the pybtex formatting style _config.yml names
@@ -147,7 +147,7 @@ def _colab_button(app: Any, pagename: str, templatename: str, context: dict, doc
 
 
 def _vendor(app: Any) -> None:
-    from minitorch_dist import vendor
+    from minitorch_dist.course import vendor
 
     vendor.ensure(quiet=True)
     static = str(vendor.STATIC)  # added here, not in _config.yml: see vendor.STATIC

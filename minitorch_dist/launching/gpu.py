@@ -1,4 +1,4 @@
-"""The GPU path of :func:`~minitorch_dist.launcher.launch`: inside torchrun, and torchrun from Python."""
+"""The GPU path of :func:`~minitorch_dist.launching.launcher.launch`: inside torchrun, and torchrun from Python."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from minitorch_dist.launch_report import LaunchError, RankTimeoutError
+from minitorch_dist.launching.report import LaunchError, RankTimeoutError
 
 
 def under_torchrun() -> bool:

@@ -1,10 +1,10 @@
-"""What a student edition carries besides the stubbed code (split out of minitorch_dist/release.py):
+"""What a student edition carries besides the stubbed code (for :mod:`minitorch_dist.course.release`):
 the repository URL it points at, the submission manifest, the student README, and the edition's
 own git repository (one commit, ready to push).
 
 The manifest (``submission.json`` at the edition's root) lists the assignment's labs, its tasks
 and, for each task, the package files that hold its stub: exactly what ``python -m
-minitorch_dist.submit`` zips and what the Gradescope autograder (minitorch_dist/autograder.py)
+minitorch_dist.submit`` zips and what the Gradescope autograder (minitorch_dist/course/autograder.py)
 copies from a submission over the instructor's tree.
 """
 

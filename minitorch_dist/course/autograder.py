@@ -59,7 +59,7 @@ cd "$ROOT/source/course" && exec "$PY" -m minitorch_dist.autograder --root "$ROO
 _COLLECT = """
 import json, sys
 import pytest
-from minitorch_dist.grade import task_of
+from minitorch_dist.course.grade import task_of
 
 class Graded:
     tests = {}

@@ -43,7 +43,7 @@ from torch import nn
 from torch.distributed.checkpoint import FileSystemReader
 from torch.distributed.checkpoint.metadata import TensorStorageMetadata
 
-from minitorch_dist import checkpoint_files as files
+from minitorch_dist.zero import checkpoint_files as files
 
 __all__ = ["latest_checkpoint", "load_checkpoint", "save_checkpoint"]
 

@@ -39,7 +39,8 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 from minitorch_dist.checks import check_int
-from minitorch_dist.launch_report import (
+from minitorch_dist.launching.gpu import _run_in_torchrun, torchrun, under_torchrun
+from minitorch_dist.launching.report import (
     COLLECTIVE_TIMEOUT_ENV,
     LaunchError,
     RankError,
@@ -51,7 +52,6 @@ from minitorch_dist.launch_report import (
     peers_waited_on,
     watch_receives,
 )
-from minitorch_dist.launch_torchrun import _run_in_torchrun, torchrun, under_torchrun
 
 __all__ = [
     "COLLECTIVE_TIMEOUT_ENV",

@@ -29,7 +29,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from minitorch_dist.browser_check_page import (
+from minitorch_dist.course.browser_check_page import (
     PAGE_JS,
     link_failures,
     page_failures,

@@ -27,7 +27,7 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 # Not under the book's _static/: Jupyter Book links every .js and .css found there into every
 # page. minitorch_dist.book_links adds _vendor/ to html_static_path, so the files land in the
 # built book's _static/vendor/.

@@ -24,7 +24,7 @@ README says what a student does. DEST is a git repository with one commit on ``m
 ``origin`` = URL: https, ssh or file), ready to ``git push -u origin main``; its
 ``submission.json`` lists the package files that hold the assignment's stubs, which
 ``python -m minitorch_dist.submit`` zips for Gradescope. ``--autograder ZIP`` writes the
-Gradescope autograder bundle for the same assignment (minitorch_dist/autograder.py). Nothing is
+Gradescope autograder bundle for the same assignment (minitorch_dist/course/autograder.py). Nothing is
 kept by hand: the
 student edition is always generated, and the test suite checks that in it the package imports and
 every graded test fails with NotImplementedError.
@@ -219,7 +219,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("dest", help="folder to write the student edition into")
     parser.add_argument(
         "--source",
-        default=Path(__file__).resolve().parent.parent,
+        default=Path(__file__).resolve().parents[2],
         help="instructor repository (default: the one this package lives in)",
     )
     parser.add_argument("--force", action="store_true", help="replace dest if it exists")

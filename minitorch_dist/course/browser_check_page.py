@@ -161,7 +161,7 @@ def image_failures(images: list[dict]) -> list[str]:
 
 def path_failures(html_dir: Path, page: str, repo_root: Path) -> list[str]:
     """The build folder's path (``repo_root``, as given, resolved or under ``~``) in the page."""
-    from minitorch_dist.book_outputs import path_forms
+    from minitorch_dist.course.book_outputs import path_forms
 
     text = (html_dir / page).read_text(encoding="utf-8", errors="replace")
     for form in path_forms([repo_root]):

@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-RESULTS_DIR = Path(__file__).resolve().parent.parent / "benchmarks" / "results"
+RESULTS_DIR = Path(__file__).resolve().parents[2] / "benchmarks" / "results"
 
 _MACHINES = {
     "cpu-2core": "a 2-core CPU without a GPU",

@@ -9,7 +9,7 @@
   become relative to the repository, whatever folder the book is built in, and the folders
   before ``site-packages/`` (``dist-packages/``) are dropped.
 
-    sphinx: extra_extensions: [minitorch_dist.book_outputs]      # _config.yml
+    sphinx: extra_extensions: [minitorch_dist.course.book_outputs]      # _config.yml
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 _SITE_PACKAGES = re.compile(r"(?:~|/)[^\s\"'():,]*/((?:site|dist)-packages/)")
 
 

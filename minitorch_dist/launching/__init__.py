@@ -1,0 +1,32 @@
+"""Running one function on N ranks: forked CPU processes on gloo, or the processes torchrun
+started (chapter 0).
+
+    launcher    launch(fn, world_size, ...), the forked ranks and their output in rank order
+    report      how a launch fails: RankError, RankTimeoutError, the root cause, stuck ranks
+    gpu         the GPU path: inside torchrun, and torchrun() from Python
+
+``from minitorch_dist import launch`` is the name readers use; ``minitorch_dist.launcher`` is the
+old name of :mod:`minitorch_dist.launching.launcher` (``minitorch_dist._moved``). The package is
+not called ``launch``: a subpackage of that name would replace the function ``minitorch_dist.launch``
+as soon as it was imported.
+"""
+
+from minitorch_dist.launching.launcher import (
+    COLLECTIVE_TIMEOUT_ENV,
+    LaunchError,
+    RankError,
+    RankTimeoutError,
+    launch,
+    torchrun,
+    under_torchrun,
+)
+
+__all__ = [
+    "COLLECTIVE_TIMEOUT_ENV",
+    "LaunchError",
+    "RankError",
+    "RankTimeoutError",
+    "launch",
+    "torchrun",
+    "under_torchrun",
+]
