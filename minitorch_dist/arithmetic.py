@@ -3,7 +3,7 @@
 Everything the book predicts before anything runs is arithmetic on a model's shape: the bytes
 of the model states and activations (:mod:`minitorch_dist.memory.prediction`, chapter 1), the
 bytes each technique sends (the ``cost`` modules of chapters 5-10), the FLOPs of a step
-(:mod:`minitorch_dist.flops`) and the planner that combines them into a ranking of layouts
+(:mod:`minitorch_dist.memory.flops`) and the planner that combines them into a ranking of layouts
 (:mod:`minitorch_dist.planner`, chapter 11). None of it needs torch, numpy or matplotlib, and it
 must not import them: the book's live widgets run this layer in the reader's browser (Pyodide:
 CPython and its standard library, no torch), and a reader can try the planner without
@@ -38,7 +38,7 @@ ARITHMETIC_MODULES = (
     "minitorch_dist.memory.peak",
     "minitorch_dist.models.configs",
     "minitorch_dist.models.moe_configs",
-    "minitorch_dist.flops",
+    "minitorch_dist.memory.flops",
     "minitorch_dist.comm.cost",
     "minitorch_dist.zero.cost",
     "minitorch_dist.tensor_parallel.cost",

@@ -138,7 +138,7 @@ def _tracked_text_files() -> list[Path]:
     files = []
     for name in listed:
         path = ROOT / name
-        if path.is_file() and path.suffix not in {".png", ".svg", ".zip", ".json", ".pdf"}:
+        if path.is_file() and path.suffix not in {".png", ".svg", ".zip", ".json", ".pdf", ".pickle"}:
             files.append(path)
     return files
 
