@@ -18,7 +18,7 @@ from mutants_common import Mutant
 from minitorch_dist.context_parallel.blocks import block_attention, block_attention_backward
 from minitorch_dist.context_parallel.layout import check_layout
 from minitorch_dist.context_parallel.ring import RingComm, _rank, _size, block_plan, pieces_of
-from minitorch_dist.models.moe_configs import check_top_k
+from minitorch_dist.models.capacity import check_top_k
 from minitorch_dist.pipeline.schedules import Action
 from minitorch_dist.tensor_parallel.functions import _all_reduce, _split, reduce_from_tp
 from minitorch_dist.tensor_parallel.layers import group_rank
@@ -509,7 +509,7 @@ MUTANTS_LABS07_10: list[Mutant] = [
     Mutant("lab10.1", "loss-from-top-k-probabilities",
            "minitorch_dist.models.routing:load_balancing_loss", _loss_from_top_k_probs,
            r"P_i was computed from the top-k probabilities only"),
-    Mutant("lab10.2", "capacity-floor", "minitorch_dist.models.routing:expert_capacity",
+    Mutant("lab10.2", "capacity-floor", "minitorch_dist.models.capacity:expert_capacity",
            _capacity_floor, r"ceil\(T k cf / E\), not floor"),
     Mutant("lab10.2", "keeps-c-plus-1", "minitorch_dist.models.routing:apply_capacity",
            _capacity_keeps_one_more, r"position < C, not <= C"),

@@ -15,7 +15,7 @@ under any imbalance (the excess is dropped, the shortfall padded with zeros).
 from __future__ import annotations
 
 from minitorch_dist.checks import check_choice, check_divisible, check_int, check_positive
-from minitorch_dist.models.moe_configs import slots_for
+from minitorch_dist.models.capacity import expert_capacity
 
 __all__ = [
     "ALL_TO_ALLS_PER_STEP",
@@ -59,14 +59,14 @@ def capacity_buffer_bytes(
     min_capacity: int = 0,
 ) -> int:
     """Bytes one rank sends in one dense capacity-buffer dispatch: the E/ep * C rows bound for
-    each of the ep - 1 other ranks, C = ``expert_capacity(T, E, cf, top_k=k, min_capacity=...)``; independent of
-    the routing."""
+    each of the ep - 1 other ranks, C = ``expert_capacity(T, E, cf, top_k=k, min_capacity=...)``
+    (lab10.2's function); independent of the routing."""
     _checks(tokens, hidden, ep, bytes_per_element)
     check_positive("capacity_factor", capacity_factor)
     local = check_divisible("experts", experts, "ep", ep)
     check_int("top_k", top_k, maximum=experts)
     check_int("min_capacity", min_capacity, minimum=0)
-    c = max(slots_for(tokens, experts, capacity_factor, top_k), min_capacity)  # C
+    c = expert_capacity(tokens, experts, capacity_factor, top_k=top_k, min_capacity=min_capacity)
     return local * c * (ep - 1) * hidden * bytes_per_element
 
 

@@ -49,6 +49,7 @@ from minitorch_dist.models.moe_configs import (
     moe_params_per_rank,
     moe_preset,
     moe_preset_names,
+    slots_for,
 )
 from minitorch_dist.models.routing import apply_capacity, expert_capacity, top_k_route
 
@@ -83,12 +84,6 @@ def route(
                   "(minitorch_dist.models.routing)", DeprecationWarning, stacklevel=2)  # fmt: skip
     weights, experts, _ = top_k_route(probs.log(), top_k, normalize=normalize)
     return weights, experts
-
-
-def slots_for(tokens: int, experts: int, capacity_factor: float, top_k: int = 1) -> int:
-    """C = ceil(T k cf / E): :func:`~minitorch_dist.models.routing.expert_capacity` without a
-    minimum (the block's name for it)."""
-    return expert_capacity(tokens, experts, capacity_factor, top_k=top_k)
 
 
 def capacity_keep(expert_indices: torch.Tensor, experts: int, capacity: int) -> torch.Tensor:

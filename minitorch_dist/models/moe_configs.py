@@ -26,12 +26,11 @@ Presets (numbers from each checkpoint's Hugging Face ``config.json``):
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
-from fractions import Fraction
 from typing import Any
 
 from minitorch_dist.checks import check_divisible, check_int, check_positive
+from minitorch_dist.models.capacity import check_top_k, expert_capacity
 from minitorch_dist.models.configs import PRESETS, LlamaConfig
 
 __all__ = [
@@ -49,19 +48,10 @@ __all__ = [
 ]
 
 
-def check_top_k(top_k: int, experts: int) -> int:
-    """``top_k`` if 1 <= top_k <= experts; a ValueError "top_k=3 exceeds experts=2" otherwise."""
-    check_int("top_k", top_k)
-    if top_k > experts:
-        raise ValueError(f"top_k={top_k} exceeds experts={experts}")
-    return top_k
-
-
 def slots_for(tokens: int, experts: int, capacity_factor: float, top_k: int = 1) -> int:
-    """C = ceil(T k cf / E), with cf read as the decimal it prints as (1.1 is 11/10, so T=1000,
-    E=10 gives 110 slots, not the 111 that float rounding of 1000 / 10 * 1.1 would give)."""
-    cf = Fraction(repr(float(capacity_factor)))
-    return math.ceil(Fraction(tokens * top_k, experts) * cf)
+    """C = ceil(T k cf / E): :func:`~minitorch_dist.models.capacity.expert_capacity` (lab10.2)
+    without a minimum, under the name the MoE block and the closed forms use."""
+    return expert_capacity(tokens, experts, capacity_factor, top_k=top_k)
 
 
 @dataclass(frozen=True)

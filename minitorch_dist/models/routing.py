@@ -26,8 +26,11 @@ tokens they are given: per micro-batch, the loss of a global batch is not the me
 
 Capacity: each expert takes at most C = ceil(T / E * cf * k) of a batch's T * k choices (Lepikhin
 et al. 2021, "GShard", section 2.2; Fedus et al. 2022, section 2.2, "expert capacity"): cf = 1 is
-exactly enough under perfectly uniform routing, cf > 1 leaves slack for imbalance. The choices
-beyond C are dropped, first come first served in token order (then slot order within a token);
+exactly enough under perfectly uniform routing, cf > 1 leaves slack for imbalance.
+``expert_capacity``, lab10.2's formula for C, is written in :mod:`minitorch_dist.models.capacity`
+(plain Python: the torch-free byte counts of expert parallelism need it too) and exported here
+under the same name. ``apply_capacity``, below, drops the choices beyond C, first come first
+served in token order (then slot order within a token);
 a dropped choice contributes nothing, and a token all of whose choices are dropped passes through
 the block's residual connection unchanged. ``min_capacity`` (DeepSpeed's default is 4) floors C:
 in a small test it can hide every drop.
@@ -35,14 +38,11 @@ in a small test it can hide every drop.
 
 from __future__ import annotations
 
-import math
-from fractions import Fraction
-
 import torch
 import torch.nn.functional as F
 
-from minitorch_dist.checks import check_choice, check_int, check_positive
-from minitorch_dist.models.moe_configs import check_top_k
+from minitorch_dist.checks import check_choice, check_int
+from minitorch_dist.models.capacity import check_top_k, expert_capacity
 
 __all__ = [
     "LOSS_STYLES",
@@ -92,26 +92,6 @@ def load_balancing_loss(
     share = F.one_hot(chosen, experts).sum(1).to(router_probs.dtype).mean(0)  # c_i, sums to k
     loss = experts * (share * mean_probs).sum()
     return loss / top_k if style == "topk" else loss
-    # END SOLUTION
-
-
-def expert_capacity(
-    tokens: int, experts: int, capacity_factor: float, *, top_k: int = 1, min_capacity: int = 0
-) -> int:
-    """C = max(ceil(T / E * cf * k), min_capacity), slots per expert for ``tokens`` tokens.
-
-    cf is read as the decimal it prints as (``1.1`` is 11/10: T=1000, E=10 gives 110, where float
-    arithmetic, 1000 / 10 * 1.1 = 110.00000000000001, would give 111). A ValueError names a
-    capacity_factor <= 0 or a top_k > experts.
-    """
-    check_int("tokens", tokens, minimum=0)
-    check_int("experts", experts)
-    check_positive("capacity_factor", capacity_factor)
-    check_top_k(top_k, experts)
-    check_int("min_capacity", min_capacity, minimum=0)
-    # BEGIN SOLUTION lab10.2: ceil(T k cf / E), cf as its printed decimal, floored by min_capacity
-    cf = Fraction(repr(float(capacity_factor)))
-    return max(math.ceil(Fraction(tokens * top_k, experts) * cf), min_capacity)
     # END SOLUTION
 
 
