@@ -129,6 +129,9 @@ def test_the_commands_run_by_their_old_names_without_torch():
     assert run.returncode == 0 and "--labs" in run.stdout, run.stderr
 
 
+BINARY = {".png", ".svg", ".zip", ".json", ".pdf", ".pickle"}
+
+
 def _tracked_text_files() -> list[Path]:
     try:
         listed = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=ROOT,
@@ -138,7 +141,7 @@ def _tracked_text_files() -> list[Path]:
     files = []
     for name in listed:
         path = ROOT / name
-        if path.is_file() and path.suffix not in {".png", ".svg", ".zip", ".json", ".pdf", ".pickle"}:
+        if path.is_file() and path.suffix not in BINARY:
             files.append(path)
     return files
 
