@@ -89,11 +89,6 @@ OPEN: dict[tuple[str, str], str] = {
         "slots_for, moved from models/moe.py so that the planner's closed forms import no torch: "
         "the capacity C = ceil(T k cf / E) the planner and expert_parallel.cost need torch-free"
     ),
-    ("lab11.1", "minitorch_dist/planner/vs_code.py"): (
-        "_run_grid repeats build_3d's composition (stage cut, tp/sp, ring attention, ZeRO-1 with "
-        "the grid's norm) for v chunks per rank, checkpointing before cp: to call build_3d once "
-        "it builds v chunks per rank (parallel3d/recipe.py, outside this change)"
-    ),
 }
 
 
