@@ -85,11 +85,6 @@ KNOWN: dict[tuple[str, str], str] = {
 }
 # (task, file): found, judged to hand out part of an answer, not fixed yet (reported as xfail)
 OPEN: dict[tuple[str, str], str] = {
-    ("lab11.1", "minitorch_dist/planner/vs_code.py"): (
-        "_run_grid repeats build_3d's composition (stage cut, tp/sp, ring attention, ZeRO-1 with "
-        "the grid's norm) for v chunks per rank, checkpointing before cp: to call build_3d once "
-        "it builds v chunks per rank (parallel3d/recipe.py, outside this change)"
-    ),
 }
 
 

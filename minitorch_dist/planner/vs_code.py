@@ -53,62 +53,43 @@ def reduced(preset: str, layers: int) -> LlamaConfig | tuple:
 
 
 def _run_grid(lay: Layout, cfg: LlamaConfig, pp_index: int) -> dict:
-    """build_3d's composition (pipeline stage(s), tp/sp, ring attention, ZeRO-1) for one rank."""
-    from minitorch_dist.context_parallel import ContextParallelCore
-    from minitorch_dist.models import split_layers
+    """One rank of the 3D grid, built by the chapters' transforms -- the pipeline's cut into
+    ``v`` chunks per rank, tensor (+ sequence) parallelism and ring attention on each chunk --
+    and chapter 11's ZeRO-1 with the grid's norm (lab 11.1's ``grid_grad_norm``, called)."""
+    from minitorch_dist.context_parallel import apply_context_parallel
     from minitorch_dist.parallel3d.clip import ClippedZeroStage1, tp_replicated
-    from minitorch_dist.parallel3d.recipe import GridStage
-    from minitorch_dist.pipeline import PipelineStage, make_schedule, run_schedule
-    from minitorch_dist.tensor_parallel import (
-        VocabParallelEmbedding,
-        parallelize_block,
-        sequence_parallel_norms,
-        tp_loss_fn,
-        vocab_parallel_head,
-    )  # fmt: skip
+    from minitorch_dist.pipeline import apply_pipeline_parallel, run_schedule
+    from minitorch_dist.tensor_parallel import apply_tensor_parallel, tp_loss_fn
 
     c = lay.config
     grid = ProcessGrid(dp=c.dp, pp=c.pp, cp=c.cp, tp=c.tp)
-    tp_group, cp_group = grid.group("tp"), grid.group("cp")
+    tp_group = grid.group("tp")
     previous = torch.get_default_dtype()
     torch.set_default_dtype(torch.bfloat16)
     try:
         model = Llama(cfg)
     finally:
         torch.set_default_dtype(previous)
-    # the same steps as build_3d (lab11.1), for v chunks per rank (build_3d makes one)
-    bounds = [0]
-    for n in split_layers(cfg.layers, c.pp * c.v):
-        bounds.append(bounds[-1] + n)
-    chunks = []
-    for k in range(pp_index, c.pp * c.v, c.pp):
-        stage = GridStage(model, bounds[k], bounds[k + 1], seq_len=lay.seq_len,
-                          cp_group=cp_group, layout="zigzag")  # fmt: skip
-        if c.sp:
-            sequence_parallel_norms(stage, tp_group)
-        for block in stage.layers:
-            parallelize_block(block, tp_group, sp=c.sp)
-        if stage.embed is not None:
-            stage.embed = VocabParallelEmbedding.from_embedding(stage.embed, tp_group, sp=c.sp)
-        if stage.head is not None:
-            stage.head = vocab_parallel_head(stage.head, tp_group, sp=c.sp)
-        apply_torch_checkpointing(stage, c.recompute)  # before cp: selective wraps the core
-        if c.cp > 1:
-            for block in stage.layers:
-                block.attn.core = ContextParallelCore(cp_group, "zigzag")
-        chunks.append(stage)
-    del model
-    named = {}
-    for chunk in chunks:
-        named.update(chunk.model_named_parameters())
-    replicated = {}
-    for chunk in chunks:
-        replicated.update(tp_replicated(chunk, tp_group))
-    opt = ClippedZeroStage1(list(named.values()), MixedAdam, grid=grid,
-                            group=grid.group("dp_cp"), replicated=replicated, lr=1e-4)  # fmt: skip
-    pipe = PipelineStage(chunks, pp_index, c.pp, grid.group("pp"))
     kind = "1f1b" if c.v == 1 else "interleaved"
-    schedule = make_schedule(kind, c.pp, lay.micro_batches, c.v)
+    pipeline = apply_pipeline_parallel(model, grid, schedule=kind, micro_batches=lay.micro_batches,
+                                       virtual_stages=c.v)  # fmt: skip
+    del model  # this rank's chunks hold its layers
+    if pipeline.stage.rank != pp_index:  # measure() joined the fake group as this stage's rank
+        raise ValueError(f"this process is pipeline rank {pipeline.stage.rank}, not {pp_index}")
+    replicated: dict[int, bool] = {}
+    for chunk in pipeline.chunks:
+        apply_tensor_parallel(chunk, tp_group, sp=c.sp)
+        # recomputation after tp, before cp (the order measured since the table was made):
+        # selective's checkpoint on the attention core goes with the core when cp swaps in ring
+        # attention, which is no AttentionCore -- under cp, selective recomputes nothing
+        apply_torch_checkpointing(chunk, c.recompute)
+        if c.cp > 1:
+            apply_context_parallel(chunk, grid.group("cp"), layout="zigzag", seq_len=lay.seq_len,
+                                   sync_grads=False)  # fmt: skip
+        replicated.update(tp_replicated(chunk, tp_group))
+    params = list(pipeline.named_parameters().values())  # the model's order, chunk by chunk
+    opt = ClippedZeroStage1(params, MixedAdam, grid=grid, group=grid.group("dp_cp"),
+                            replicated=replicated, lr=1e-4)  # fmt: skip
     loss_fn = tp_loss_fn(tp_group, cfg.vocab_size)
     local = lay.seq_len // c.cp  # this cp rank's tokens
     shape = (c.micro_batch, local // (c.tp if c.sp else 1), cfg.hidden)
@@ -116,13 +97,14 @@ def _run_grid(lay: Layout, cfg: LlamaConfig, pp_index: int) -> dict:
 
     def step() -> None:
         opt.zero_grad(set_to_none=False)
-        run_schedule(schedule, pipe, batches, loss_fn=loss_fn, activation_shape=lambda _: shape)
+        run_schedule(pipeline.schedule, pipeline.stage, batches, loss_fn=loss_fn,
+                     activation_shape=lambda _: shape)  # fmt: skip
         opt.step()
 
     class Stages(torch.nn.Module):
         def __init__(self) -> None:
             super().__init__()
-            self.chunks = torch.nn.ModuleList(chunks)
+            self.chunks = torch.nn.ModuleList(pipeline.chunks)
 
     return measure_step(step, Stages(), opt, zero=True)
 
