@@ -8,16 +8,20 @@ their collectives with :func:`minitorch_dist.scopes.backend_scope`, a leaf, so t
 can leave gloo's own buffers out.
 """
 
-from .cost import (
-    RING_OPS,
-    algorithm_bandwidth,
-    bus_bandwidth,
-    collective_bytes,
-    collective_time,
-    multi_node_ring_bandwidth,
-)
-from .counting import Call, CommCounter
-from .shim import all_gather_into_tensor, reduce_scatter_tensor
+from minitorch_dist.lazy import attach
+
+_EXPORTS = {  # module -> the names it provides, imported on first use (minitorch_dist.lazy)
+    ".cost": (
+        "RING_OPS",
+        "algorithm_bandwidth",
+        "bus_bandwidth",
+        "collective_bytes",
+        "collective_time",
+        "multi_node_ring_bandwidth",
+    ),
+    ".counting": ("Call", "CommCounter"),
+    ".shim": ("all_gather_into_tensor", "reduce_scatter_tensor"),
+}
 
 __all__ = [
     "RING_OPS",
@@ -31,3 +35,5 @@ __all__ = [
     "multi_node_ring_bandwidth",
     "reduce_scatter_tensor",
 ]
+
+__getattr__, __dir__ = attach(__name__, _EXPORTS, __all__)

@@ -12,55 +12,45 @@ formulas), ``model`` (the tiny Llama with context parallelism, against the refer
 ``minitorch_dist.context_parallel.plots`` (not imported here).
 """
 
-from minitorch_dist.context_parallel.alternatives import allgather_attention, ulysses_attention
-from minitorch_dist.context_parallel.blocks import (
-    block_attention,
-    block_attention_backward,
-    merge_partials,
-)
-from minitorch_dist.context_parallel.cost import (
-    allgather_bytes_per_rank,
-    causal_work,
-    hidden,
-    hybrid_cp_bytes,
-    min_tokens_per_rank,
-    overlap_fraction,
-    ring_bytes_per_rank,
-    ring_step_times,
-    ulysses_bytes_per_rank,
-    work_imbalance,
-)
-from minitorch_dist.context_parallel.hybrid import (
-    HybridGroups,
-    hybrid_attention,
-    hybrid_groups,
-    hybrid_order,
-)
-from minitorch_dist.context_parallel.layout import (
-    LAYOUTS,
-    chunk_ids,
-    shard_positions,
-    shard_sequence,
-    unshard_sequence,
-)
-from minitorch_dist.context_parallel.model import (
-    ContextParallelCore,
-    ContextParallelLlama,
-    LayoutShard,
-    apply_context_parallel,
-    average_grads,
-    cp_split,
-)
-from minitorch_dist.context_parallel.ring import (
-    RingAttention,
-    RingComm,
-    WorkCounter,
-    block_plan,
-    pieces_of,
-    ring_attention,
-    ring_attention_backward,
-    ring_attention_forward,
-)
+from minitorch_dist.lazy import attach
+
+_EXPORTS = {  # module -> the names it provides, imported on first use (minitorch_dist.lazy)
+    ".alternatives": ("allgather_attention", "ulysses_attention"),
+    ".blocks": ("block_attention", "block_attention_backward", "merge_partials"),
+    ".cost": (
+        "allgather_bytes_per_rank",
+        "causal_work",
+        "hidden",
+        "hybrid_cp_bytes",
+        "min_tokens_per_rank",
+        "overlap_fraction",
+        "ring_bytes_per_rank",
+        "ring_step_times",
+        "ulysses_bytes_per_rank",
+        "work_imbalance",
+    ),
+    ".hybrid": ("HybridGroups", "hybrid_attention", "hybrid_groups", "hybrid_order"),
+    ".chunks": ("LAYOUTS", "chunk_ids"),
+    ".layout": ("shard_positions", "shard_sequence", "unshard_sequence"),
+    ".model": (
+        "ContextParallelCore",
+        "ContextParallelLlama",
+        "LayoutShard",
+        "apply_context_parallel",
+        "average_grads",
+        "cp_split",
+    ),
+    ".ring": (
+        "RingAttention",
+        "RingComm",
+        "WorkCounter",
+        "block_plan",
+        "pieces_of",
+        "ring_attention",
+        "ring_attention_backward",
+        "ring_attention_forward",
+    ),
+}
 
 __all__ = [
     "LAYOUTS",
@@ -102,3 +92,5 @@ __all__ = [
     "unshard_sequence",
     "work_imbalance",
 ]
+
+__getattr__, __dir__ = attach(__name__, _EXPORTS, __all__)

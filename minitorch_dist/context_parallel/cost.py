@@ -31,7 +31,7 @@ from __future__ import annotations
 from fractions import Fraction
 
 from minitorch_dist.checks import check_bool, check_divisible, check_int, check_positive
-from minitorch_dist.context_parallel.layout import check_layout, chunk_ids
+from minitorch_dist.context_parallel.chunks import check_layout, chunk_ids
 
 __all__ = [
     "allgather_bytes_per_rank",

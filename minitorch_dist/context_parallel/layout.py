@@ -20,33 +20,11 @@ from __future__ import annotations
 
 import torch
 
-from minitorch_dist.checks import check_choice, check_divisible, check_int
+from minitorch_dist.checks import check_int
+from minitorch_dist.context_parallel.chunks import LAYOUTS, check_layout, chunk_ids
 
 __all__ = ["LAYOUTS", "check_layout", "chunk_ids", "shard_positions", "shard_sequence",
            "unshard_sequence"]  # fmt: skip
-
-LAYOUTS = ("contiguous", "zigzag")
-
-
-def check_layout(seq_len: int, cp: int, layout: str) -> int:
-    """Tokens per rank, ``seq_len / cp``; ValueError for an unknown layout, a sequence the
-    zig-zag cannot cut into ``2 cp`` half-chunks or the contiguous layout into ``cp`` chunks."""
-    check_choice("layout", layout, LAYOUTS)
-    check_int("cp", cp)
-    if layout == "zigzag":
-        check_divisible("seq", seq_len, "2*cp", 2 * cp)
-    return check_divisible("seq", seq_len, "cp", cp)
-
-
-def chunk_ids(rank: int, world_size: int, *, layout: str = "zigzag") -> list[int]:
-    """Which of the ``2 cp`` half-chunks rank ``rank`` holds, in the order it holds them:
-    contiguous ``[2r, 2r + 1]``, zigzag ``[r, 2cp - 1 - r]``."""
-    check_choice("layout", layout, LAYOUTS)
-    check_int("world_size", world_size)
-    check_int("rank", rank, minimum=0, maximum=world_size - 1)
-    if layout == "contiguous":
-        return [2 * rank, 2 * rank + 1]
-    return [rank, 2 * world_size - 1 - rank]
 
 
 def shard_sequence(

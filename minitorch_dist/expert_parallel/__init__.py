@@ -12,28 +12,21 @@ imbalance per step). The figures live in
 parallel code, is ``minitorch_dist.models.moe``.
 """
 
-from minitorch_dist.expert_parallel.capacity import apply_capacity, expert_capacity
-from minitorch_dist.expert_parallel.cost import (
-    ALL_TO_ALLS_PER_STEP,
-    all_to_all_bytes,
-    all_to_alls_per_step,
-    capacity_buffer_bytes,
-    ep_step_bytes,
-)
-from minitorch_dist.expert_parallel.dispatch import (
-    AllToAll,
-    check_splits,
-    combine,
-    dispatch,
-    exchange_counts,
-)
-from minitorch_dist.expert_parallel.layer import (
-    DISPATCH_MODES,
-    ExpertParallelMoE,
-    apply_expert_parallel,
-    local_experts,
-)
-from minitorch_dist.expert_parallel.router import LOSS_STYLES, load_balancing_loss, top_k_route
+from minitorch_dist.lazy import attach
+
+_EXPORTS = {  # module -> the names it provides, imported on first use (minitorch_dist.lazy)
+    ".capacity": ("apply_capacity", "expert_capacity"),
+    ".cost": (
+        "ALL_TO_ALLS_PER_STEP",
+        "all_to_all_bytes",
+        "all_to_alls_per_step",
+        "capacity_buffer_bytes",
+        "ep_step_bytes",
+    ),
+    ".dispatch": ("AllToAll", "check_splits", "combine", "dispatch", "exchange_counts"),
+    ".layer": ("DISPATCH_MODES", "ExpertParallelMoE", "apply_expert_parallel", "local_experts"),
+    ".router": ("LOSS_STYLES", "load_balancing_loss", "top_k_route"),
+}
 
 __all__ = [
     "ALL_TO_ALLS_PER_STEP",
@@ -56,3 +49,5 @@ __all__ = [
     "local_experts",
     "top_k_route",
 ]
+
+__getattr__, __dir__ = attach(__name__, _EXPORTS, __all__)

@@ -15,7 +15,7 @@ under any imbalance (the excess is dropped, the shortfall padded with zeros).
 from __future__ import annotations
 
 from minitorch_dist.checks import check_choice, check_divisible, check_int, check_positive
-from minitorch_dist.models.moe import slots_for
+from minitorch_dist.models.moe_configs import slots_for
 
 __all__ = [
     "ALL_TO_ALLS_PER_STEP",

@@ -9,22 +9,26 @@ allocating its memory. ``plots`` draws chapter 1's figures from these numbers; i
 here, so ``import minitorch_dist.memory`` does not import matplotlib.
 """
 
-from minitorch_dist.memory.estimate import (
-    OPTIMIZERS,
-    RECIPES,
-    RECOMPUTE,
-    activation_bytes,
-    bytes_per_param,
-    format_bytes,
-    llama_activation_breakdown,
-    llama_activation_bytes,
-    model_state_bytes,
-)
-from minitorch_dist.memory.fake import measure_step_fake
-from minitorch_dist.memory.peak import PEAK_MOMENTS, predict_peak
-from minitorch_dist.memory.peers import PEERS, peer_model_state_bytes
-from minitorch_dist.memory.prediction import ACTIVATION_DTYPE_BYTES, predict
-from minitorch_dist.memory.track import CATEGORIES, PHASES, MemoryTracker, measure_step
+from minitorch_dist.lazy import attach
+
+_EXPORTS = {  # module -> the names it provides, imported on first use (minitorch_dist.lazy)
+    ".estimate": (
+        "OPTIMIZERS",
+        "RECIPES",
+        "RECOMPUTE",
+        "activation_bytes",
+        "bytes_per_param",
+        "format_bytes",
+        "llama_activation_breakdown",
+        "llama_activation_bytes",
+        "model_state_bytes",
+    ),
+    ".fake": ("measure_step_fake",),
+    ".peak": ("PEAK_MOMENTS", "predict_peak"),
+    ".peers": ("PEERS", "peer_model_state_bytes"),
+    ".prediction": ("ACTIVATION_DTYPE_BYTES", "predict"),
+    ".track": ("CATEGORIES", "PHASES", "MemoryTracker", "measure_step"),
+}
 
 __all__ = [
     "ACTIVATION_DTYPE_BYTES",
@@ -48,3 +52,5 @@ __all__ = [
     "predict",
     "predict_peak",
 ]
+
+__getattr__, __dir__ = attach(__name__, _EXPORTS, __all__)

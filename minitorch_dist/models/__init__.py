@@ -4,37 +4,35 @@ cuts a Llama into pipeline stages (:class:`LlamaStage`) that share its submodule
 :class:`MoEConfig` with presets of real MoE checkpoints and their exact counts) that
 :func:`use_moe` swaps into the tiny Llama."""
 
-from minitorch_dist.models.configs import (
-    PRESETS,
-    LlamaConfig,
-    padded_vocab_size,
-    preset_names,
-    split_layers,
-)
-from minitorch_dist.models.data import SyntheticTokens, markov_entropy, synthetic_batch
-from minitorch_dist.models.llama import (
-    Attention,
-    AttentionCore,
-    Block,
-    Llama,
-    RMSNorm,
-    SwiGLU,
-    apply_rope,
-    cross_entropy,
-    rope_for,
-    rope_tables,
-)
-from minitorch_dist.models.moe import (
-    MOE_PRESETS,
-    MoEBlock,
-    MoEConfig,
-    moe_active_params,
-    moe_num_params,
-    moe_params_per_rank,
-    moe_preset,
-    use_moe,
-)
-from minitorch_dist.models.stage import LlamaStage, split_model
+from minitorch_dist.lazy import attach
+
+_EXPORTS = {  # module -> the names it provides, imported on first use (minitorch_dist.lazy)
+    ".configs": ("PRESETS", "LlamaConfig", "padded_vocab_size", "preset_names", "split_layers"),
+    ".data": ("SyntheticTokens", "markov_entropy", "synthetic_batch"),
+    ".llama": (
+        "Attention",
+        "AttentionCore",
+        "Block",
+        "Llama",
+        "RMSNorm",
+        "SwiGLU",
+        "apply_rope",
+        "cross_entropy",
+        "rope_for",
+        "rope_tables",
+    ),
+    ".moe": (
+        "MOE_PRESETS",
+        "MoEBlock",
+        "MoEConfig",
+        "moe_active_params",
+        "moe_num_params",
+        "moe_params_per_rank",
+        "moe_preset",
+        "use_moe",
+    ),
+    ".stage": ("LlamaStage", "split_model"),
+}
 
 __all__ = [
     "MOE_PRESETS",
@@ -66,3 +64,5 @@ __all__ = [
     "synthetic_batch",
     "use_moe",
 ]
+
+__getattr__, __dir__ = attach(__name__, _EXPORTS, __all__)

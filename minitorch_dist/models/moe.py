@@ -30,9 +30,6 @@ same hand-worked examples, so the single-process reference never runs the reader
 
 from __future__ import annotations
 
-import math
-from fractions import Fraction
-
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -48,6 +45,7 @@ from minitorch_dist.models.moe_configs import (
     moe_params_per_rank,
     moe_preset,
     moe_preset_names,
+    slots_for,
 )
 
 __all__ = [
@@ -82,13 +80,6 @@ def route(
     if normalize:
         weights = weights / weights.sum(-1, keepdim=True)
     return weights, order
-
-
-def slots_for(tokens: int, experts: int, capacity_factor: float, top_k: int = 1) -> int:
-    """C = ceil(T k cf / E), with cf read as the decimal it prints as (1.1 is 11/10, so T=1000,
-    E=10 gives 110 slots, not the 111 that float rounding of 1000 / 10 * 1.1 would give)."""
-    cf = Fraction(repr(float(capacity_factor)))
-    return math.ceil(Fraction(tokens * top_k, experts) * cf)
 
 
 def capacity_keep(expert_indices: torch.Tensor, experts: int, capacity: int) -> torch.Tensor:
@@ -155,8 +146,10 @@ class MoEBlock(nn.Module):
         router = Router
         if cfg.router_bias:  # DeepSeek-V3's auxiliary-loss-free balancing (models.moe_bias)
             from minitorch_dist.models.moe_bias import BiasedRouter as router
+        dtype = cfg.router_dtype  # a torch.dtype or its name ("float32", the default)
+        dtype = getattr(torch, dtype) if isinstance(dtype, str) else dtype
         self.router = router(hidden, cfg.experts, cfg.top_k, normalize=cfg.normalize_weights,
-                             router_dtype=cfg.router_dtype)  # fmt: skip
+                             router_dtype=dtype)  # fmt: skip
         self.experts = nn.ModuleList(Expert(hidden, cfg.expert_ffn) for _ in range(cfg.experts))
         shared = cfg.shared_experts * cfg.expert_ffn
         self.shared = Expert(hidden, shared) if shared else None

@@ -26,9 +26,10 @@ Presets (numbers from each checkpoint's Hugging Face ``config.json``):
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
-
-import torch
+from fractions import Fraction
+from typing import Any
 
 from minitorch_dist.checks import check_divisible, check_int, check_positive
 from minitorch_dist.models.configs import PRESETS, LlamaConfig
@@ -44,6 +45,7 @@ __all__ = [
     "moe_params_per_rank",
     "moe_preset",
     "moe_preset_names",
+    "slots_for",
 ]
 
 
@@ -53,6 +55,13 @@ def check_top_k(top_k: int, experts: int) -> int:
     if top_k > experts:
         raise ValueError(f"top_k={top_k} exceeds experts={experts}")
     return top_k
+
+
+def slots_for(tokens: int, experts: int, capacity_factor: float, top_k: int = 1) -> int:
+    """C = ceil(T k cf / E), with cf read as the decimal it prints as (1.1 is 11/10, so T=1000,
+    E=10 gives 110 slots, not the 111 that float rounding of 1000 / 10 * 1.1 would give)."""
+    cf = Fraction(repr(float(capacity_factor)))
+    return math.ceil(Fraction(tokens * top_k, experts) * cf)
 
 
 @dataclass(frozen=True)
@@ -84,7 +93,9 @@ class MoEConfig:
     expert_ffn: int  # f_e: each expert's SwiGLU width (w1, w3: h -> f_e; w2: f_e -> h)
     capacity_factor: float | None = None  # cf: slots per expert = ceil(T k cf / E); None: dropless
     shared_experts: int = 0  # always-on experts of width f_e each (one SwiGLU of shared * f_e)
-    router_dtype: torch.dtype = torch.float32  # the router's softmax runs in at least this dtype
+    # the router's softmax runs in at least this dtype: a torch.dtype or its name (the default,
+    # a name, keeps this module torch-free for the planner; models.moe reads it as torch's dtype)
+    router_dtype: Any = "float32"
     normalize_weights: bool = True  # renormalise the k gate weights to sum to 1 (Mixtral: yes)
     dense_layers: int = 0  # the first layers keep their dense MLP (DeepSeek-V3: 3)
     router_bias: bool = False  # a per-expert selection bias (DeepSeek-V3; models.moe_bias)

@@ -13,34 +13,27 @@ a send may be waited for), ``PipelineStage.wait_sends``. The plots live in
 ``minitorch_dist.pipeline.plots`` (not imported here: the numbers stay free of matplotlib).
 """
 
-from minitorch_dist.models.configs import split_layers
-from minitorch_dist.pipeline.cost import (
-    bubble_fraction,
-    bubble_share,
-    first_stage_activation_factor,
-    p2p_bytes,
-)
-from minitorch_dist.pipeline.measure import (
-    DEEP,
-    TINY,
-    build_stage,
-    compare_with_reference,
-    count_pp_bytes,
-    micro_batch_list,
-    run_pipeline,
-    stage_parameters,
-)
-from minitorch_dist.pipeline.runtime import PipelineRun, logical_events, run_schedule, wall_events
-from minitorch_dist.pipeline.schedules import (
-    KINDS,
-    Action,
-    Schedule,
-    check_schedule,
-    make_schedule,
-)
-from minitorch_dist.pipeline.sends import SendLedger
-from minitorch_dist.pipeline.simulate import ScheduleDeadlock, SimResult, simulate
-from minitorch_dist.pipeline.stage import Message, PipelineStage, message_tag
+from minitorch_dist.lazy import attach
+
+_EXPORTS = {  # module -> the names it provides, imported on first use (minitorch_dist.lazy)
+    "minitorch_dist.models.configs": ("split_layers",),
+    ".cost": ("bubble_fraction", "bubble_share", "first_stage_activation_factor", "p2p_bytes"),
+    ".measure": (
+        "DEEP",
+        "TINY",
+        "build_stage",
+        "compare_with_reference",
+        "count_pp_bytes",
+        "micro_batch_list",
+        "run_pipeline",
+        "stage_parameters",
+    ),
+    ".runtime": ("PipelineRun", "logical_events", "run_schedule", "wall_events"),
+    ".schedules": ("KINDS", "Action", "Schedule", "check_schedule", "make_schedule"),
+    ".sends": ("SendLedger",),
+    ".simulate": ("ScheduleDeadlock", "SimResult", "simulate"),
+    ".stage": ("Message", "PipelineStage", "message_tag"),
+}
 
 __all__ = [
     "DEEP",
@@ -73,3 +66,5 @@ __all__ = [
     "stage_parameters",
     "wall_events",
 ]
+
+__getattr__, __dir__ = attach(__name__, _EXPORTS, __all__)

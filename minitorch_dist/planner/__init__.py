@@ -14,22 +14,26 @@ activations it has an exact count of what the package's own code stores (:mod:`.
 (:mod:`.vs_code`, ``benchmarks/planner_vs_code.py``).
 """
 
-from .cluster import CLUSTER_PRESETS, Cluster, Link
-from .config import RECOMPUTE, ParallelConfig, micro_batches, strides, validate
-from .cost import StepTime, comm_bytes, step_time
-from .exact import exact_activation_bytes, exact_rank_memory
-from .fit import ACTIVATIONS, fits, in_flight, peak_memory, rank_memory
-from .model import PlannerModel, as_model
-from .published import (
-    PUBLISHED,
-    Published,
-    Verdict,
-    comparable_tflops,
-    completions,
-    evaluate_published,
-    gpt_standin,
-)
-from .search import Choice, Plan, Row, choose, divisors, layouts, plan, rank
+from minitorch_dist.lazy import attach
+
+_EXPORTS = {  # module -> the names it provides, imported on first use (minitorch_dist.lazy)
+    ".cluster": ("CLUSTER_PRESETS", "Cluster", "Link"),
+    ".config": ("RECOMPUTE", "ParallelConfig", "micro_batches", "strides", "validate"),
+    ".cost": ("StepTime", "comm_bytes", "step_time"),
+    ".exact": ("exact_activation_bytes", "exact_rank_memory"),
+    ".fit": ("ACTIVATIONS", "fits", "in_flight", "peak_memory", "rank_memory"),
+    ".model": ("PlannerModel", "as_model"),
+    ".published": (
+        "PUBLISHED",
+        "Published",
+        "Verdict",
+        "comparable_tflops",
+        "completions",
+        "evaluate_published",
+        "gpt_standin",
+    ),
+    ".search": ("Choice", "Plan", "Row", "choose", "divisors", "layouts", "plan", "rank"),
+}
 
 __all__ = [
     "ACTIVATIONS",
@@ -68,3 +72,5 @@ __all__ = [
     "strides",
     "validate",
 ]
+
+__getattr__, __dir__ = attach(__name__, _EXPORTS, __all__)

@@ -10,10 +10,13 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from minitorch_dist import memory, models, pipeline, tensor_parallel
 from minitorch_dist.context_parallel import cost as cp_cost
 from minitorch_dist.expert_parallel import cost as ep_cost
-from minitorch_dist.zero import measure as zero_measure
+from minitorch_dist.memory import estimate
+from minitorch_dist.models import configs
+from minitorch_dist.pipeline import cost as pp_cost
+from minitorch_dist.tensor_parallel import cost as tp_cost
+from minitorch_dist.zero import cost as zero_cost  # closed-form modules only: no torch
 
 __all__ = [
     "activation_bytes",
@@ -29,13 +32,13 @@ __all__ = [
 ]
 
 _cache = lru_cache(maxsize=65536)
-activation_bytes = _cache(memory.activation_bytes)
-model_state_bytes = _cache(memory.model_state_bytes)
-split_layers = _cache(models.split_layers)
-bubble_fraction = _cache(pipeline.bubble_fraction)
-p2p_bytes = _cache(pipeline.p2p_bytes)
-tp_comm_bytes = _cache(tensor_parallel.tp_comm_bytes)
+activation_bytes = _cache(estimate.activation_bytes)
+model_state_bytes = _cache(estimate.model_state_bytes)
+split_layers = _cache(configs.split_layers)
+bubble_fraction = _cache(pp_cost.bubble_fraction)
+p2p_bytes = _cache(pp_cost.p2p_bytes)
+tp_comm_bytes = _cache(tp_cost.tp_comm_bytes)
 ring_bytes_per_rank = _cache(cp_cost.ring_bytes_per_rank)
 all_to_all_bytes = _cache(ep_cost.all_to_all_bytes)
 ep_step_bytes = _cache(ep_cost.ep_step_bytes)
-zero_comm_bytes = _cache(zero_measure.zero_comm_bytes)
+zero_comm_bytes = _cache(zero_cost.zero_comm_bytes)

@@ -29,52 +29,48 @@ Names beyond the chapter-7 API contract of the README (none of them renames a co
   for dropout, the same outside the regions and per rank inside (our Llama has no dropout).
 """
 
-from minitorch_dist.models.configs import padded_vocab_size
-from minitorch_dist.tensor_parallel.cost import (
-    kv_heads_per_rank,
-    tp_activation_breakdown,
-    tp_activation_bytes,
-    tp_comm_bytes,
-)
-from minitorch_dist.tensor_parallel.functions import (
-    CopyToTP,
-    GatherFromSP,
-    ReduceFromTP,
-    ReduceScatterToSP,
-    ScatterToSP,
-    copy_to_tp,
-    gather_from_sp,
-    reduce_from_tp,
-    reduce_scatter_to_sp,
-    scatter_to_sp,
-)
-from minitorch_dist.tensor_parallel.layers import ColumnParallelLinear, RowParallelLinear
-from minitorch_dist.tensor_parallel.measure import (
-    compare_with_reference,
-    count_tp_bytes,
-    measure_tp_activations,
-)
-from minitorch_dist.tensor_parallel.model import (
-    apply_tensor_parallel,
-    check_tp_config,
-    parallelize_block,
-    tp_group_of,
-    tp_loss_fn,
-    tp_shards,
-)
-from minitorch_dist.tensor_parallel.overlap import collective_matmul, tp_backward_timeline
-from minitorch_dist.tensor_parallel.rng import tp_generators
-from minitorch_dist.tensor_parallel.sequence import (
-    reduce_norm_grads,
-    save_shard_regather,
-    sequence_parallel_norms,
-)
-from minitorch_dist.tensor_parallel.vocab import (
-    VocabParallelCrossEntropy,
-    VocabParallelEmbedding,
-    vocab_parallel_cross_entropy,
-    vocab_parallel_head,
-)
+from minitorch_dist.lazy import attach
+
+_EXPORTS = {  # module -> the names it provides, imported on first use (minitorch_dist.lazy)
+    "minitorch_dist.models.configs": ("padded_vocab_size",),
+    ".cost": (
+        "kv_heads_per_rank",
+        "tp_activation_breakdown",
+        "tp_activation_bytes",
+        "tp_comm_bytes",
+    ),
+    ".functions": (
+        "CopyToTP",
+        "GatherFromSP",
+        "ReduceFromTP",
+        "ReduceScatterToSP",
+        "ScatterToSP",
+        "copy_to_tp",
+        "gather_from_sp",
+        "reduce_from_tp",
+        "reduce_scatter_to_sp",
+        "scatter_to_sp",
+    ),
+    ".layers": ("ColumnParallelLinear", "RowParallelLinear"),
+    ".measure": ("compare_with_reference", "count_tp_bytes", "measure_tp_activations"),
+    ".model": (
+        "apply_tensor_parallel",
+        "check_tp_config",
+        "parallelize_block",
+        "tp_group_of",
+        "tp_loss_fn",
+        "tp_shards",
+    ),
+    ".overlap": ("collective_matmul", "tp_backward_timeline"),
+    ".rng": ("tp_generators",),
+    ".sequence": ("reduce_norm_grads", "save_shard_regather", "sequence_parallel_norms"),
+    ".vocab": (
+        "VocabParallelCrossEntropy",
+        "VocabParallelEmbedding",
+        "vocab_parallel_cross_entropy",
+        "vocab_parallel_head",
+    ),
+}
 
 __all__ = [
     "ColumnParallelLinear",
@@ -114,3 +110,5 @@ __all__ = [
     "vocab_parallel_cross_entropy",
     "vocab_parallel_head",
 ]
+
+__getattr__, __dir__ = attach(__name__, _EXPORTS, __all__)

@@ -14,7 +14,9 @@ optimizer shaped like torch's ``ZeroRedundancyOptimizer`` (any ``torch.optim`` c
     transform   apply_zero3(model): stage 3 as a module transform (FSDP2's fully_shard)
     clip        clip_grad_norm_: the global gradient norm over the shards (torch's raises)
     groups      param groups and units; sync: the same initial weights on every rank
-    guard       torch idioms that cannot be right on ZeRO's objects raise
+    guard       torch idioms that cannot be right on ZeRO's objects raise (installed on import)
+    stages      STAGES and zero_optimizer(model, stage): the stage by its number
+    cost        bytes each rank sends per step, closed form (torch-free, for the planner)
     measure     per-rank bytes and bytes communicated, on emulated ranks and on fake ones
     train       training on emulated ranks against the single-process Adam reference
 
@@ -23,35 +25,27 @@ optimizer shaped like torch's ``ZeroRedundancyOptimizer`` (any ``torch.optim`` c
     opt = zero_optimizer(model, stage=3, lr=1e-3)      # stage 3 wraps the module
 """
 
-from __future__ import annotations
+from minitorch_dist.lazy import attach
 
-from collections.abc import Iterable
-from typing import Any
-
-import torch
-from torch import nn
-
-from minitorch_dist.checks import check_choice
-from minitorch_dist.zero import guard
-from minitorch_dist.zero.base import ZeroOptimizer
-from minitorch_dist.zero.clip import clip_grad_norm_, grad_norm
-from minitorch_dist.zero.offload import CpuOffloadAdam
-from minitorch_dist.zero.sharding import (
-    FlatUnit,
-    build_units,
-    default_unit_modules,
-    shard_numel,
-    storage_bytes,
-)
-from minitorch_dist.zero.stage0 import ZeroStage0
-from minitorch_dist.zero.stage1 import ZeroStage1
-from minitorch_dist.zero.stage2 import ZeroStage2
-from minitorch_dist.zero.stage3 import ZeroStage3
-from minitorch_dist.zero.transform import MixedPrecision, Zero3Module, apply_zero3
-
-guard.install()  # torch.nn.utils.clip_grad_norm_ on ZeRO's parameters raises
-
-STAGES = {0: ZeroStage0, 1: ZeroStage1, 2: ZeroStage2, 3: ZeroStage3}
+_EXPORTS = {  # module -> the names it provides, imported on first use (minitorch_dist.lazy)
+    ".base": ("ZeroOptimizer",),
+    ".clip": ("clip_grad_norm_", "grad_norm"),
+    ".cost": ("zero_comm_bytes",),
+    ".offload": ("CpuOffloadAdam",),
+    ".sharding": (
+        "FlatUnit",
+        "build_units",
+        "default_unit_modules",
+        "shard_numel",
+        "storage_bytes",
+    ),
+    ".stage0": ("ZeroStage0",),
+    ".stage1": ("ZeroStage1",),
+    ".stage2": ("ZeroStage2",),
+    ".stage3": ("ZeroStage3",),
+    ".stages": ("STAGES", "zero_optimizer"),
+    ".transform": ("MixedPrecision", "Zero3Module", "apply_zero3"),
+}
 
 __all__ = [
     "STAGES",
@@ -71,18 +65,8 @@ __all__ = [
     "grad_norm",
     "shard_numel",
     "storage_bytes",
+    "zero_comm_bytes",
     "zero_optimizer",
 ]
 
-
-def zero_optimizer(
-    model: nn.Module | Iterable[torch.Tensor] | Iterable[dict[str, Any]],
-    stage: int,
-    optimizer_class: type[torch.optim.Optimizer] = torch.optim.Adam,
-    **kwargs: Any,
-) -> ZeroOptimizer:
-    """The ZeRO optimizer of ``stage`` (0-3) for ``model`` (a module; at stages 0-2 also its
-    parameters or param groups); ``kwargs`` go to its constructor (``group``, ``units``,
-    ``offload``, ``prefetch`` for stage 3, and the optimizer's own: ``lr``, ``weight_decay``...)."""
-    check_choice("stage", stage, STAGES)
-    return STAGES[stage](model, optimizer_class, **kwargs)
+__getattr__, __dir__ = attach(__name__, _EXPORTS, __all__)

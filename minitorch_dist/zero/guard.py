@@ -132,3 +132,6 @@ def _check(optimizer_class: type, kwargs: dict[str, Any], device: torch.device,
         raise ValueError(f"{name} updates a parameter cut into pieces differently from the whole "
                          f"parameter (max difference {err:.3g} on a 3 x 4 probe): ZeRO shards "
                          "only optimizers whose update is elementwise")  # fmt: skip
+
+
+install()  # on import: every ZeRO object marks its parameters through this module

@@ -23,45 +23,20 @@ import torch
 import torch.distributed as dist
 from torch._subclasses.fake_tensor import FakeTensorMode
 
-from minitorch_dist.checks import check_choice, check_int
 from minitorch_dist.comm import CommCounter, collective_bytes
 from minitorch_dist.launcher import launch
 from minitorch_dist.memory import MemoryTracker, model_state_bytes
 from minitorch_dist.models import Llama, LlamaConfig, cross_entropy
 from minitorch_dist.reference import make_batches, rank_batch
 from minitorch_dist.zero import ZeroOptimizer, storage_bytes, zero_optimizer
+from minitorch_dist.zero.cost import (
+    zero_comm_bytes,
+)  # re-exported: its home until the planner went torch-free
 
 __all__ = ["expected_comm_bytes", "fake_zero_bytes", "measure_zero_step", "zero_comm_bytes",
            "zero_table"]  # fmt: skip
 
 STATES = ("params", "grads", "optimizer")
-
-
-def zero_comm_bytes(
-    num_params: int, stage: int, dp: int, bytes_per_param: int = 2, *, grad_acc: int = 1
-) -> float:
-    """Bytes each rank sends per step (Rajbhandari et al. 2020, section 7; ring algorithm).
-
-    With S = ``bytes_per_param * num_params`` bytes of gradients or parameters: stage 0
-    all-reduces the gradients, 2 (N-1)/N S; stages 1 and 2 reduce-scatter them and all-gather the
-    parameters, (N-1)/N S each, the same 2 (N-1)/N S; stage 3 all-gathers the parameters twice
-    (forward and backward) and reduce-scatters the gradients: 3 (N-1)/N S, 1.5 times as much.
-
-    With ``grad_acc`` micro-batches per step, stages 0 and 1 accumulate whole gradients locally
-    and communicate once; stage 2 keeps only a gradient shard, so it reduce-scatters every
-    micro-batch's gradients, (grad_acc + 1) (N-1)/N S; stage 3 gathers and reduce-scatters for
-    every micro-batch, 3 grad_acc (N-1)/N S.
-    """
-    check_choice("stage", stage, (0, 1, 2, 3))
-    check_int("grad_acc", grad_acc)
-    size = bytes_per_param * num_params
-    if stage == 0:
-        return collective_bytes("all_reduce", size, dp)
-    scatters = grad_acc if stage >= 2 else 1  # reduce-scatters per step
-    gathers = {1: 1, 2: 1, 3: 2 * grad_acc}[stage]  # all-gathers of the parameters per step
-    return scatters * collective_bytes("reduce_scatter", size, dp) + gathers * collective_bytes(
-        "all_gather", size, dp
-    )
 
 
 def expected_comm_bytes(opt: ZeroOptimizer) -> int | float:
