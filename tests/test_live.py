@@ -103,3 +103,28 @@ def test_html_carries_the_contract():
 
 def test_colors_are_the_books():
     assert LIVE_COLORS == COLORS
+
+
+def test_the_pages_python_runs_from_the_zip_alone(tmp_path):
+    """What the page's Pyodide gets: the zip of write_assets, without torch, numpy, matplotlib or
+    site-packages (python -S), answers as this process does."""
+    import subprocess
+    import sys
+    import zipfile
+
+    from minitorch_dist.viz.live_html import write_assets
+
+    script, archive = write_assets(tmp_path / "live")
+    assert "loadPyodide" in script.read_text()
+    zipfile.ZipFile(archive).extractall(tmp_path / "py")
+    cases = [("predictor", {"preset": "llama-3-70b", "zero_stage": 3, "offload": True}),
+             ("planner", {"model": "llama-3-8b", "gpus": 16, "tp": 2, "pp": 2}),
+             ("planner", {"tp": 3})]  # fmt: skip
+    code = (f"import json, sys; sys.path.insert(0, {str(tmp_path / 'py')!r})\n"
+            "from minitorch_dist.viz import live_result\n"
+            f"print(json.dumps([live_result(k, i) for k, i in {cases!r}]))\n"
+            "assert not {'torch', 'numpy', 'matplotlib'} & set(sys.modules)")  # fmt: skip
+    run = subprocess.run([sys.executable, "-S", "-c", code], cwd=tmp_path, capture_output=True,
+                         text=True, timeout=300)  # fmt: skip
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert json.loads(run.stdout) == [json.loads(json.dumps(live_result(k, i))) for k, i in cases]
