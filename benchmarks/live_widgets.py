@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import time
 from pathlib import Path
@@ -69,8 +70,9 @@ def main() -> None:
     ap.add_argument("html", type=Path)
     ap.add_argument("--out", type=Path)
     args = ap.parse_args()
-    result = {"machine": f"{platform.machine()}, {__import__('os').cpu_count()} CPUs",
-              **measure(args.html)}  # fmt: skip
+    load = os.getloadavg()[0]
+    result = {"machine": f"{platform.machine()}, {os.cpu_count()} CPUs", **measure(args.html),
+              "load_average_1min": round(max(load, os.getloadavg()[0]), 1)}  # fmt: skip
     print(json.dumps(result, indent=1))
     if args.out:
         args.out.write_text(json.dumps(result, indent=1) + "\n")

@@ -16,7 +16,9 @@ from collections.abc import Callable
 from typing import Any
 
 Live = Callable[[str, dict[str, Any]], dict[str, Any]]
-READY_TIMEOUT_MS = 90_000  # Pyodide's first start on 2 busy cores, then the first answer
+READY_TIMEOUT_MS = (
+    180_000  # Pyodide's first start on 2 busy cores, then the first answer (51 s seen)
+)
 UPDATE_TIMEOUT_MS = 30_000  # one answer after a change (the planner ranks a new problem)
 DRIVE = {"predictor": ("zero_stage", "dp"), "planner": ("tp", "zero")}  # the controls changed
 WAIT_JS = """([el, want]) => {

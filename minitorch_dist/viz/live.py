@@ -131,13 +131,24 @@ def _plan(model: str, cluster: str, gpus: int, global_batch: int, seq_len: int) 
                 seq_len=seq_len)  # fmt: skip
 
 
+@lru_cache(maxsize=8)
+def _ranks(model: str, cluster: str, gpus: int, global_batch: int, seq_len: int) -> dict:
+    """``Plan.rank_of`` for every fitting configuration at once (a scan of every row per change
+    is seconds in the page)."""
+    ranks: dict = {}
+    for i, row in enumerate(_plan(model, cluster, gpus, global_batch, seq_len).fitting, 1):
+        ranks.setdefault(row.config, i)
+    return ranks
+
+
 def _planner(v: dict[str, Any]) -> dict[str, Any]:
     from minitorch_dist.memory.estimate import format_bytes
     from minitorch_dist.planner.config import ParallelConfig, validate
     from minitorch_dist.planner.cost import step_time
     from minitorch_dist.planner.fit import peak_memory
 
-    result = _plan(v["model"], v["cluster"], v["gpus"], v["global_batch"], v["seq_len"])
+    problem = (v["model"], v["cluster"], v["gpus"], v["global_batch"], v["seq_len"])
+    result = _plan(*problem)
     model, cluster = result.model, result.cluster
     dp = max(1, v["gpus"] // (v["tp"] * v["pp"] * v["cp"]))
     knobs = ("tp", "sp", "cp", "pp", "v", "ep", "zero", "recompute", "micro_batch", "offload")
@@ -162,7 +173,7 @@ def _planner(v: dict[str, Any]) -> dict[str, Any]:
                    summary=(f"step {t.total:.3f} s (" + ", ".join(
                        f"{p} {getattr(t, p):.3f} s" for p in TIME_PARTS if getattr(t, p))
                        + f"); MFU {t.mfu:.1%}"),
-                   rank=result.rank_of(config) if fits else None)  # fmt: skip
+                   rank=_ranks(*problem).get(config) if fits else None)  # fmt: skip
     out["top"] = [{"label": r.config.label(), "total": r.time.total, "mfu": r.time.mfu,
                    "memory": r.memory["total"],
                    "text": f"{r.config.label()}: {r.time.total:.3f} s, MFU {r.time.mfu:.1%}, "
