@@ -4,6 +4,8 @@ Each subpackage is one chapter's technique, built by the reader in the lab of th
 
     launcher       emulated ranks (N CPU processes on gloo) and torchrun for real GPUs
     checks         the argument checks every module shares (a leaf: standard library only)
+    arithmetic     the torch-free layer: closed forms, memory prediction, the planner (package
+                   ``__init__`` files export lazily through ``lazy``, so they import no torch)
     models/        LlamaConfig (presets of real checkpoints), the tiny Llama every lab trains,
                    cut into pipeline stages (stage) and checkpoint targets (checkpointing)
     printing       rank-ordered printing and seeding

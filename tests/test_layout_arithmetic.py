@@ -26,6 +26,7 @@ ROOT = Path(__file__).resolve().parent.parent
 WORK = """
 import json
 from minitorch_dist import planner
+from minitorch_dist.memory.peak import predict_peak
 from minitorch_dist.memory.prediction import predict
 from minitorch_dist.models import PRESETS
 
@@ -43,6 +44,11 @@ out["step_time"] = repr(planner.step_time(model, cluster, config, seq_len=4096,
                                           global_batch=64))
 out["peak_memory"] = repr(planner.peak_memory(model, config, seq_len=4096,
                                               global_batch=64))
+moe = planner.as_model("mixtral-8x7b")  # the MoE path: expert parallelism's closed forms
+moe_config = planner.ParallelConfig(dp=8, tp=2, ep=4, zero=1)
+out["moe"] = repr((planner.step_time(moe, cluster, moe_config, seq_len=4096, global_batch=64),
+                   planner.peak_memory(moe, moe_config, seq_len=4096, global_batch=64)))
+out["peak"] = repr(predict_peak("llama-3-8b", seq_len=4096, micro_batch=1, zero_stage=2, dp=8))
 print(json.dumps(out))
 """
 
@@ -94,7 +100,8 @@ def test_arithmetic_files_import_no_blocked_package_at_top_level():
     bad = []
     for path in files:
         tree = ast.parse((ROOT / path).read_text())
-        for node in tree.body:
+        top = [t for t in tree.body if not isinstance(t, (ast.FunctionDef, ast.ClassDef))]
+        for node in (n for t in top for n in ast.walk(t)):  # module level, in if/try blocks too
             mods = [a.name for a in node.names] if isinstance(node, ast.Import) else []
             if isinstance(node, ast.ImportFrom) and not node.level:
                 mods = [node.module or ""]
@@ -127,3 +134,24 @@ def test_an_export_wins_over_its_module_of_the_same_name():
         "assert callable(simulate) and p.simulate is simulate, simulate\n"
     )
     assert run.returncode == 0, run.stderr
+
+
+def test_attach_refuses_an_unmapped_public_name():
+    """Catches a lazy ``__init__`` whose ``__all__`` names something no module provides: the
+    package fails at import, naming it, instead of at some reader's first use."""
+    import sys
+    import types
+
+    from minitorch_dist.lazy import attach
+
+    probe = sys.modules["_lazy_probe"] = types.ModuleType("_lazy_probe")
+    probe.__path__ = []  # a package with no submodules
+    try:
+        with pytest.raises(ImportError, match="typo_name"):
+            attach("_lazy_probe", {"math": ("sqrt",)}, ["sqrt", "typo_name"])
+        getattr_, dir_ = attach("_lazy_probe", {"math": ("sqrt",)}, ["sqrt"])
+        assert getattr_("sqrt")(4.0) == 2.0 and "sqrt" in dir_()
+        with pytest.raises(AttributeError, match="nothing_here"):
+            getattr_("nothing_here")
+    finally:
+        del sys.modules["_lazy_probe"]

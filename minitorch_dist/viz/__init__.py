@@ -9,28 +9,26 @@ to every parallel axis and shows the planner's ranking (:func:`render_config`).
 :func:`live_result` is what the book's live widgets show, the same function in Python and in
 the reader's browser (:mod:`minitorch_dist.viz.live`, run by Pyodide).
 
-``minitorch_dist.viz.live`` imports without torch or matplotlib: in the page's Python, which has
-neither, this package holds :func:`live_result` only.
+Names are imported on first use (:mod:`minitorch_dist.lazy`): a module of ``viz`` that needs only
+the arithmetic layer (:mod:`minitorch_dist.arithmetic`) loads no widget and no matplotlib.
 """
 
-from minitorch_dist.viz.live import live_result
+from minitorch_dist.lazy import attach
 
-__all__ = ["live_result"]
-try:
-    from minitorch_dist.viz.planner_widget import PlannerWidget, planner_widget, render_config
-    from minitorch_dist.viz.predictor import MemoryPredictor, memory_predictor, render_prediction
-except ModuleNotFoundError as e:  # Pyodide in the book's pages: the arithmetic layer only
-    if (e.name or "").split(".")[0] not in ("torch", "numpy", "matplotlib") and e.name not in (
-        "minitorch_dist.viz.planner_widget",  # not copied into the page
-        "minitorch_dist.figures",
-    ):
-        raise
-else:
-    __all__ += [
-        "MemoryPredictor",
-        "PlannerWidget",
-        "memory_predictor",
-        "planner_widget",
-        "render_config",
-        "render_prediction",
-    ]
+_EXPORTS = {  # module -> the names it provides, imported on first use (minitorch_dist.lazy)
+    ".live": ("live_result",),
+    ".planner_widget": ("PlannerWidget", "planner_widget", "render_config"),
+    ".predictor": ("MemoryPredictor", "memory_predictor", "render_prediction"),
+}
+
+__all__ = [
+    "MemoryPredictor",
+    "PlannerWidget",
+    "live_result",
+    "memory_predictor",
+    "planner_widget",
+    "render_config",
+    "render_prediction",
+]
+
+__getattr__, __dir__ = attach(__name__, _EXPORTS, __all__)
