@@ -4,7 +4,8 @@ Every ``[data-live]`` element of a page (:mod:`minitorch_dist.viz.live_html`) mu
 ``data-state="ready"`` (Pyodide loaded from the book's own files, offline) and show
 ``data-result`` equal to :func:`minitorch_dist.viz.live_result` of its ``data-inputs``, which
 must be the values its controls show. Then two of its controls are changed in turn (as a reader
-does: the option is selected, which dispatches ``input`` and ``change``), and after each the
+does: a random other option is selected, which dispatches ``input`` and ``change``; the same
+picks on every run), and after each the
 element must answer again, equal to Python, for the new inputs; the answer must have changed.
 """
 
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import json
 import math
+import random
 from collections.abc import Callable
 from typing import Any
 
@@ -115,6 +117,7 @@ def live_failures(page, live: Live | None) -> list[str]:
         if live is None:
             fails.append("no live module (minitorch_dist.viz.live) to compare the page with")
             break
+        rng = random.Random(f"{kind} {k}")
         box.scroll_into_view_if_needed()
         fail = _wait(page, box, None, READY_TIMEOUT_MS, name, "scrolling into view")
         if fail:
@@ -130,7 +133,8 @@ def live_failures(page, live: Live | None) -> list[str]:
             options = select.locator("option:not([disabled])").evaluate_all(
                 "os => os.map(o => o.value)"
             )
-            pick = options[-1] if options[-1] != select.input_value() else options[0]
+            others = [o for o in options if o != select.input_value()] or options
+            pick = rng.choice(others)  # a random other value, the same on every run
             try:
                 select.select_option(pick, timeout=UPDATE_TIMEOUT_MS)
             except Error as e:
