@@ -94,7 +94,11 @@ LIVE_JS = r"""
         el.setAttribute("data-state", "ready");
       } catch (e) {
         el.setAttribute("data-state", "error");
-        say("Python could not run here (" + e + "); the answer shown was computed when the book was built.");
+        var why = location.protocol === "file:"
+          ? "browsers do not let a file:// page start it: serve the book's folder, e.g. " +
+            "python3 -m http.server -d _build/html, and open http://localhost:8000"
+          : String(e);
+        say("Python could not start here (" + why + "); the answer shown was computed when the book was built.");
         if (window.console) console.warn("minitorch_dist live widget:", e);
       } finally {
         running = false;
