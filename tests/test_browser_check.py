@@ -9,36 +9,34 @@ from pathlib import Path
 import pytest
 
 from minitorch_dist import browser_check as bc
+from minitorch_dist.course import browser_check_live as bcl
 
 CHROMIUM_MISSING = not Path(bc.CHROMIUM).exists()
 
-PREDICTOR = """
-<div data-static-predictor>
-  <select name="preset"><option value="a">a</option><option value="b">b</option></select>
-  <select name="seq"><option>1024</option><option>4096</option></select>
-  <select name="micro_batch"><option>1</option><option>2</option></select>
-  <select name="recompute"><option>none</option><option>full</option></select>
-  <select name="zero"><option>0</option><option>1</option><option>3</option></select>
-  <select name="dp"><option>1</option><option>8</option></select>
-  <select name="recipe"><option>bf16</option></select>
-  <select name="offload"><option>none</option></select>
-  <table><tr data-category="total" data-bytes="11025"><td>total</td></tr></table>
+WIDGET = """
+<div data-live="predictor" data-state="ready" data-inputs='{"zero_stage":0,"dp":1}'
+     data-result='{"kind":"predictor","total":10010}'>
+  <select data-control="zero_stage"><option value="0" selected>0</option><option value="1">1</option>
+    <option value="3">3</option></select>
+  <select data-control="dp"><option value="1" selected>1</option><option value="8">8</option></select>
+  <p class="live-status"></p>
 </div>
 """
+# A stand-in for live.js: answers synchronously (no Pyodide) with fake_live's arithmetic.
 LIVE = """<script>
-for (const box of document.querySelectorAll('[data-static-predictor]')) {
+for (const box of document.querySelectorAll('[data-live]')) {
   box.addEventListener('change', () => {
-    const v = n => Number(box.querySelector(`select[name="${n}"]`).value);
-    box.querySelector('tr[data-category="total"]').dataset.bytes =
-      1000 * (v('zero') + 10) + 10 * v('dp') + v('seq');
+    const v = {};
+    box.querySelectorAll('select[data-control]').forEach(s => { v[s.dataset.control] = JSON.parse(s.value); });
+    box.setAttribute('data-inputs', JSON.stringify(v));
+    box.setAttribute('data-result', JSON.stringify({kind: 'predictor', total: 1000 * (v.zero_stage + 10) + 10 * v.dp}));
   });
 }
 </script>"""
 
 
-def fake_predict(values: dict[str, str]) -> dict[str, int]:
-    total = 1000 * (int(values["zero"]) + 10) + 10 * int(values["dp"]) + int(values["seq"])
-    return {"total": total}
+def fake_live(kind: str, inputs: dict) -> dict:
+    return {"kind": kind, "total": 1000 * (inputs["zero_stage"] + 10) + 10 * inputs["dp"]}
 
 
 PICTURE = '<svg xmlns="http://www.w3.org/2000/svg" width="20" height="20"><rect width="20" height="20"/></svg>'
@@ -58,7 +56,7 @@ CLEAN = f"""
   <div class="output traceback highlight-ipythontb notranslate"><pre>ValueError: on purpose</pre></div>
 </div></div>
 <pre>code may say {{glue:}}`x` and $$ and \\begin{{align}}</pre>
-{PREDICTOR}{LIVE}
+{WIDGET}{LIVE}
 """
 
 
@@ -78,8 +76,9 @@ def write_site(root: Path, body: str, name: str = "page.html") -> tuple[Path, Pa
 
 
 @pytest.fixture(autouse=True)
-def quick_predictor(monkeypatch):
-    monkeypatch.setattr(bc, "UPDATE_TIMEOUT_MS", 300)  # the pages here update synchronously
+def quick_widgets(monkeypatch):
+    monkeypatch.setattr(bcl, "READY_TIMEOUT_MS", 500)  # the pages here answer synchronously
+    monkeypatch.setattr(bcl, "UPDATE_TIMEOUT_MS", 500)
 
 
 @pytest.fixture(scope="module")
@@ -93,11 +92,9 @@ def browser():
         yield b
 
 
-def check(
-    browser, tmp_path: Path, body: str, name: str = "page.html", predict=fake_predict
-) -> list[str]:
+def check(browser, tmp_path: Path, body: str, name: str = "page.html", live=fake_live) -> list[str]:
     html, repo = write_site(tmp_path, body, name)
-    return [f"{page}: {fail}" for page, fail in bc.check_site(html, repo, None, browser, predict)]
+    return [f"{page}: {fail}" for page, fail in bc.check_site(html, repo, None, browser, live)]
 
 
 def only(fails: list[str], needle: str) -> None:
@@ -106,7 +103,7 @@ def only(fails: list[str], needle: str) -> None:
 
 def test_a_clean_page_passes_and_leaves_a_screenshot_and_no_server(browser, tmp_path):
     html, repo = write_site(tmp_path, CLEAN)
-    assert bc.check_site(html, repo, tmp_path / "shots", browser, fake_predict) == []
+    assert bc.check_site(html, repo, tmp_path / "shots", browser, fake_live) == []
     left = [t.name for t in threading.enumerate() if "server" in t.name or "request" in t.name]
     assert left == []  # the server and its handler threads are gone
     assert (tmp_path / "shots" / "page.png").stat().st_size > 1000
@@ -139,53 +136,64 @@ def test_colab_button_to_markdown_or_missing_notebook(browser, tmp_path):
     ]
 
 
-def test_dead_predictor(browser, tmp_path):
-    fails = check(browser, tmp_path, PREDICTOR)
-    assert any("after zero=3 it shows total 11025, predict gives 14034" in f for f in fails), fails
-    assert any("the total did not change (11025)" in f for f in fails), fails
+def test_widget_that_never_starts(browser, tmp_path):
+    static = WIDGET.replace('data-state="ready"', 'data-state="static"')
+    only(check(browser, tmp_path, static + LIVE), "not ready 0 s after scrolling into view")
+    error = WIDGET.replace('data-state="ready"', 'data-state="error"')
+    only(check(browser, tmp_path, error + LIVE), "Python did not start")
 
 
-def test_live_predictor_against_a_wrong_predict(browser, tmp_path):
-    def wrong(values: dict[str, str]) -> dict[str, int]:
-        return {"total": fake_predict(values)["total"] + 1}
-
-    only(check(browser, tmp_path, PREDICTOR + LIVE, predict=wrong), "predict gives")
+def test_dead_widget(browser, tmp_path):
+    only(check(browser, tmp_path, WIDGET), "not ready 0 s after setting zero_stage=")
 
 
-def test_predictor_updating_later_is_waited_for(browser, tmp_path, monkeypatch):
-    monkeypatch.setattr(bc, "UPDATE_TIMEOUT_MS", 3000)
-    later = LIVE.replace(
-        "box.addEventListener('change', () => {",
-        "box.addEventListener('change', () => setTimeout(() => {",
-    )
-    later = later.replace("v('seq');\n  });", "v('seq');\n  }, 200));")
+def test_widget_against_a_wrong_python(browser, tmp_path):
+    def wrong(kind: str, inputs: dict) -> dict:
+        return {**fake_live(kind, inputs), "total": fake_live(kind, inputs)["total"] + 1}
+
+    fails = check(browser, tmp_path, WIDGET + LIVE, live=wrong)
+    only(fails, "the page shows total unlike Python")
+    assert len(fails) == 3  # the first answer and after each of the two changes
+
+
+def test_widget_answering_later_is_waited_for(browser, tmp_path, monkeypatch):
+    monkeypatch.setattr(bcl, "UPDATE_TIMEOUT_MS", 3000)
+    later = LIVE.replace("box.addEventListener('change', () => {", "box.addEventListener("
+                         "'change', () => setTimeout(() => {").replace("});\n}", "}, 200));\n}")  # fmt: skip
     assert "setTimeout" in later and "200)" in later
-    assert check(browser, tmp_path, PREDICTOR + later) == []
+    assert check(browser, tmp_path, WIDGET + later) == []
 
 
-def test_predictor_that_raises_in_python(browser, tmp_path):
-    def refuses(values: dict[str, str]) -> dict[str, int]:
-        raise ValueError("zero=3 needs dp > 1")
+def test_widget_whose_python_refuses_or_is_missing(browser, tmp_path):
+    def refuses(kind: str, inputs: dict) -> dict:
+        raise ValueError("zero_stage=3 needs dp > 1")
 
-    only(check(browser, tmp_path, PREDICTOR + LIVE, predict=refuses), "raised ValueError")
-
-
-def test_predictor_without_the_module_or_a_control(browser, tmp_path):
-    only(check(browser, tmp_path, PREDICTOR + LIVE, predict=None), "no static predictor module")
-    no_dp = PREDICTOR.replace('name="dp"', 'name="dp_degree"')
-    only(check(browser, tmp_path, no_dp + LIVE), "has no control named dp")
+    only(check(browser, tmp_path, WIDGET + LIVE, live=refuses), "raised ValueError")
+    only(check(browser, tmp_path, WIDGET + LIVE, live=None), "no live module")
+    shows = WIDGET.replace('"total":10010}', '"error":"no"}')
+    assert any("shows an error" in f for f in check(browser, tmp_path, shows + LIVE))
 
 
-def test_predictor_with_a_disabled_control(browser, tmp_path):
-    frozen = PREDICTOR.replace('<select name="zero">', '<select name="zero" disabled>')
-    only(check(browser, tmp_path, frozen + LIVE), "cannot set zero=3")
+def test_widget_inputs_not_its_controls_or_a_control_missing(browser, tmp_path):
+    lying = WIDGET.replace('"dp":1}', '"dp":8}')
+    assert "are not its controls' values" in check(browser, tmp_path, lying + LIVE)[0]
+    no_dp = WIDGET.replace('data-control="dp"', 'data-control="dp_degree"')
+    assert any("has no control dp" in f for f in check(browser, tmp_path, no_dp + LIVE))
+    other = WIDGET.replace('data-live="predictor"', 'data-live="oracle"')
+    only(check(browser, tmp_path, other + LIVE), 'data-live must be "predictor" or "planner"')
 
 
-def test_chapter_1_without_a_predictor(browser, tmp_path):
-    fails = check(browser, tmp_path, "<p>only a chart</p>", name=bc.CHAPTER_1)
-    assert fails == [
-        f"{bc.CHAPTER_1}: no [data-static-predictor]: the predictor is dead without a kernel"
-    ]
+def test_widget_with_a_disabled_control(browser, tmp_path):
+    frozen = WIDGET.replace(
+        '<select data-control="zero_stage">', '<select data-control="zero_stage" disabled>'
+    )
+    only(check(browser, tmp_path, frozen + LIVE), "cannot set zero_stage=")
+
+
+@pytest.mark.parametrize("page, kind", [(bc.CHAPTER_1, "predictor"), (bc.CHAPTER_11, "planner")])
+def test_chapters_without_their_widget(browser, tmp_path, page, kind):
+    fails = check(browser, tmp_path, "<p>only a chart</p>", name=page)
+    assert fails == [f'{page}: no [data-live="{kind}"]: the {kind} is dead without a kernel']
 
 
 def test_raw_glue_and_cite_text(browser, tmp_path):
@@ -309,5 +317,5 @@ def test_redirect_page_is_checked_without_the_browser(browser, tmp_path):
     html, repo = write_site(tmp_path, "<p>fine</p>")
     (html / "index.html").write_text('<meta http-equiv="Refresh" content="0; url=page.html" />')
     (html / "old.html").write_text('<meta http-equiv="Refresh" content="0; url=gone.html" />')
-    fails = bc.check_site(html, repo, None, browser, fake_predict)
+    fails = bc.check_site(html, repo, None, browser, fake_live)
     assert fails == [("old.html", "redirects to missing gone.html")]

@@ -84,8 +84,7 @@ KNOWN: dict[tuple[str, str], str] = {
     ),
 }
 # (task, file): found, judged to hand out part of an answer, not fixed yet (reported as xfail)
-OPEN: dict[tuple[str, str], str] = {
-}
+OPEN: dict[tuple[str, str], str] = {}
 
 
 def _strip_comment(line: str) -> str:

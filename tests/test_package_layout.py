@@ -231,8 +231,8 @@ def test_numbers_import_no_plotting():
 
 def test_nothing_outside_viz_imports_viz():
     """Catches a technique (or anything else) importing the widget package: viz sits on top."""
-    # the browser check of the built book sits above viz: it drives the static predictor in the
-    # page and compares it with the predictor's own Python (viz.static_predictor)
+    # the course wing sits above viz: book_links writes the live widgets' assets
+    # (viz.live_html), the browser check drives them and compares with viz.live's live_result
     above = {"viz", "course"}
     modules = [m for m in MODULES if _unit(m) not in above]
     bad = _offences(modules, lambda d: _ours(d) and _unit(d) == "viz")

@@ -150,6 +150,9 @@ def _vendor(app: Any) -> None:
     from minitorch_dist.course import vendor
 
     vendor.ensure(quiet=True)
+    from minitorch_dist.viz.live_html import write_assets
+
+    write_assets(vendor.STATIC / "live")  # the live widgets' script and Python (viz.live_html)
     static = str(vendor.STATIC)  # added here, not in _config.yml: see vendor.STATIC
     paths = [str((Path(app.confdir) / p).resolve()) for p in app.config.html_static_path]
     if static not in paths:
@@ -256,6 +259,8 @@ def setup(app: Any) -> dict[str, Any]:
     _register_label_style()
     app.connect("config-inited", _theme_mode)
     app.connect("builder-inited", _vendor)
+    # every page: it does nothing where no [data-live] element is (chapters 1 and 11, labs 1, 11)
+    app.add_js_file("live/live.js", loading_method="defer")
     app.connect("doctree-resolved", _thebe_config, priority=900)  # after sphinx-thebe's (500)
     app.connect("doctree-read", _hide_markers)
     app.connect("html-page-context", _colab_button, priority=600)  # after the theme's (501)

@@ -8,8 +8,9 @@ reported (the book must carry its own scripts). Per page: console and page error
 with no size or no description (alt text), untypeset math, raw TeX/glue/cite text, Markdown
 tables and other markup left as text, the build folder's path, error outputs outside cells tagged
 ``raises-exception``, stream output split over several boxes, broken internal links and anchors,
-Colab buttons that do not open an ``.ipynb`` of the repository, and the static memory predictor
-(a control changed in the page must give the total ``predict_for_controls`` gives). Exit 1 with
+Colab buttons that do not open an ``.ipynb`` of the repository, and the live widgets (each must
+start Python offline and, as two controls change, answer as ``minitorch_dist.viz.live_result``
+does here: :mod:`minitorch_dist.course.browser_check_live`). Exit 1 with
 one ``page: what is wrong`` line per failure. Needs ``playwright`` (Python) and Debian's
 ``/usr/bin/chromium``; ``playwright install`` is never used.
 """
@@ -23,12 +24,13 @@ import multiprocessing
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from minitorch_dist.course.browser_check_live import Live, default_live, live_failures
 from minitorch_dist.course.browser_check_page import (
     PAGE_JS,
     link_failures,
@@ -44,9 +46,8 @@ CHROMIUM_ARGS = [
     "--disable-background-networking", "--disable-component-update", "--disable-sync",
 ]  # fmt: skip
 CHAPTER_1 = "chapters/01_where_the_memory_goes.html"
-CONTROLS = ("preset", "seq", "micro_batch", "recompute", "zero", "dp", "recipe", "offload")
-UPDATE_TIMEOUT_MS = 5000  # how long a predictor may take to show a new total
-Predict = Callable[[dict[str, str]], dict[str, int]]
+CHAPTER_11 = "chapters/11_choosing_a_configuration.html"
+LIVE_PAGES = {CHAPTER_1: "predictor", CHAPTER_11: "planner"}  # pages that must hold a live widget
 
 
 class _Quiet(http.server.SimpleHTTPRequestHandler):
@@ -84,88 +85,8 @@ def chromium() -> Iterator[object]:
             browser.close()
 
 
-def _default_predict() -> Predict | None:
-    try:
-        from minitorch_dist.viz.static_predictor import predict_for_controls
-    except ModuleNotFoundError as e:
-        if e.name not in ("minitorch_dist.viz", "minitorch_dist.viz.static_predictor"):
-            raise
-        return None
-    return predict_for_controls
-
-
-def _total(box) -> int | None:
-    row = box.locator('tr[data-category="total"]')
-    if row.count() != 1:
-        return None
-    try:
-        return int(row.get_attribute("data-bytes") or "")
-    except ValueError:
-        return None
-
-
-def _controls(box) -> dict[str, str]:
-    return box.locator("select[name]").evaluate_all(
-        "els => Object.fromEntries(els.map(e => [e.name, e.value]))"
-    )
-
-
-def predictor_failures(page, predict: Predict | None) -> list[str]:
-    """Change two controls of every static predictor; the total shown must follow ``predict``."""
-    from playwright.sync_api import Error, TimeoutError
-
-    fails = []
-    for k, box in enumerate(page.locator("[data-static-predictor]").all(), start=1):
-        name = f"predictor {k}"
-        missing = [c for c in CONTROLS if box.locator(f'select[name="{c}"]').count() != 1]
-        if missing:
-            fails.append(f"{name} has no control named {', '.join(missing)}")
-            continue
-        first = _total(box)
-        if first is None:
-            fails.append(f'{name} shows no <tr data-category="total" data-bytes=...>')
-            continue
-        if predict is None:
-            fails.append("no static predictor module (minitorch_dist.viz.static_predictor)")
-            continue
-        for control in ("zero", "dp"):  # each to its last option, or the first if already there
-            select = box.locator(f'select[name="{control}"]')
-            options = select.locator("option:not([disabled])").evaluate_all(
-                "os => os.map(o => o.value)"
-            )
-            pick = options[-1] if options[-1] != select.input_value() else options[0]
-            try:
-                select.select_option(pick, timeout=UPDATE_TIMEOUT_MS)
-            except Error as e:
-                fails.append(f"{name}: cannot set {control}={pick}: {str(e).splitlines()[0]}")
-                break
-            values = _controls(box)
-            try:
-                want = predict(values)["total"]
-            except Exception as e:  # a control value the Python side refuses is a failure too
-                fails.append(f"{name}: predict_for_controls({values}) raised {e!r}")
-                break
-            total = box.locator(f'tr[data-category="total"][data-bytes="{want}"]')
-            try:  # the page may compute asynchronously (e.g. Python in the browser)
-                total.wait_for(state="attached", timeout=UPDATE_TIMEOUT_MS)
-            except TimeoutError:
-                pass
-            got = _total(box)
-            if got != want:
-                fails.append(
-                    f"{name}: after {control}={pick} it shows total {got}, "
-                    f"predict gives {want} for {values}"
-                )
-        else:  # both controls set: the total must have moved
-            if _total(box) == first:
-                fails.append(
-                    f"{name}: the total did not change ({first}) after changing zero and dp"
-                )
-    return fails
-
-
 def check_page(browser, origin: str, html_dir: Path, page_path: str, repo_root: Path,
-               screenshots: Path | None, predict: Predict | None) -> list[str]:  # fmt: skip
+               screenshots: Path | None, live: Live | None) -> list[str]:  # fmt: skip
     """Every failure on one page (without the page name)."""
     from playwright.sync_api import Error
 
@@ -200,9 +121,10 @@ def check_page(browser, origin: str, html_dir: Path, page_path: str, repo_root: 
         fails += page_failures(found)
         fails += link_failures(found["links"], origin, html_dir, page_path, repo_root)
         fails += path_failures(html_dir, page_path, repo_root)
-        fails += predictor_failures(page, predict)
-        if page_path == CHAPTER_1 and not found["predictors"]:
-            fails.append("no [data-static-predictor]: the predictor is dead without a kernel")
+        fails += live_failures(page, live)
+        kind = LIVE_PAGES.get(page_path)
+        if kind and not found["live"].get(kind):
+            fails.append(f'no [data-live="{kind}"]: the {kind} is dead without a kernel')
         if screenshots is not None:
             shot = screenshots / Path(page_path).with_suffix(".png")
             shot.parent.mkdir(parents=True, exist_ok=True)
@@ -220,16 +142,16 @@ def check_page(browser, origin: str, html_dir: Path, page_path: str, repo_root: 
 
 
 def check_site(html_dir: Path | str, repo_root: Path | str = ".", screenshots: Path | str | None = None,
-               browser=None, predict: Predict | None | str = "module",
+               browser=None, live: Live | None | str = "module",
                only: list[str] | None = None) -> list[tuple[str, str]]:  # fmt: skip
     """(page, failure) for every failure on every page of ``html_dir`` (or on the pages ``only``)."""
     html_dir, repo_root = Path(html_dir).resolve(), Path(repo_root).resolve()
     shots = None if screenshots is None else Path(screenshots)
-    if predict == "module":
-        predict = _default_predict()
+    if live == "module":
+        live = default_live()
     if browser is None:
         with chromium() as own:
-            return check_site(html_dir, repo_root, shots, own, predict, only)
+            return check_site(html_dir, repo_root, shots, own, live, only)
     from playwright.sync_api import Error
 
     out = []
@@ -238,9 +160,7 @@ def check_site(html_dir: Path | str, repo_root: Path | str = ".", screenshots: P
             fails = redirect_failures(html_dir, page_path)
             try:
                 if fails is None:
-                    fails = check_page(
-                        browser, origin, html_dir, page_path, repo_root, shots, predict
-                    )
+                    fails = check_page(browser, origin, html_dir, page_path, repo_root, shots, live)
             except Error as e:
                 fails = [f"could not be checked: {str(e).splitlines()[0]}"]
             out += [(page_path, fail) for fail in fails]

@@ -36,7 +36,8 @@ PAGE_JS = r"""
     || document.body;
   const shown = el => !el.checkVisibility || el.checkVisibility();
   const out = {errors: [], split: [], empty: [], untypeset: 0, math: 0, rawMath: '', text: '',
-               images: [], links: [], predictors: document.querySelectorAll('[data-static-predictor]').length};
+               images: [], links: [], live: Object.fromEntries(['predictor', 'planner'].map(
+                 k => [k, document.querySelectorAll(`[data-live="${k}"]`).length]))};
   const cells = [...document.querySelectorAll('.cell')];
   cells.forEach((cell, i) => {
     const n = i + 1;

@@ -1,4 +1,5 @@
-"""The book's own copies of MathJax, require.js and the ipywidgets embedder, for offline reading.
+"""The book's own copies of MathJax, require.js, the ipywidgets embedder and Pyodide, for offline
+reading.
 
 The built book would otherwise load these from CDNs at read time, so a local ``_build/html``
 opened without a network shows raw TeX and empty widget boxes. At build time this module
@@ -98,6 +99,24 @@ PACKAGES = (
         keep=("LICENSE", "dist/"),
         skip_suffixes=(".map", "dist/embed.js", "dist/libembed-amd.js"),
     ),
+    # Pyodide: CPython compiled to WebAssembly, which runs the package's own torch-free arithmetic
+    # (minitorch_dist.viz.live) in the chapter 1 and 11 widgets. Only the interpreter, its loader and
+    # the standard library come (no packages: the arithmetic needs none); MPL-2.0 (package.json).
+    Package(
+        "pyodide",
+        "314.0.7",
+        "sha512-0YvXxEhfEdpLfb/XkM2BFAeMROq0iMUX2bzzH9pOttyMcWkwq+HbE5uyuGD82LN7y2q+SNvi/6V5JEsOlD2R1A==",
+        dest="pyodide",
+        keep=(
+            "package.json",
+            "pyodide.js",
+            "pyodide.mjs",
+            "pyodide.asm.mjs",
+            "pyodide.asm.wasm",
+            "python_stdlib.zip",
+            "pyodide-lock.json",
+        ),
+    ),
 )
 
 # What _config.yml points at (relative to _static/, as Sphinx resolves html asset paths).
@@ -106,6 +125,7 @@ URLS = {
     "requirejs": "vendor/requirejs/require.js",
     "widgets-setup": "vendor/widgets-setup.js",
     "html-manager": "vendor/html-manager/dist/embed-amd.js",
+    "pyodide": "vendor/pyodide/pyodide.js",
 }
 
 # Loaded between require.js and embed-amd.js (ours, not from npm). Two fixes, both seen in

@@ -6,6 +6,8 @@ the accounting the widget shows is :func:`minitorch_dist.memory.predict`; nothin
 imports ``viz``. :func:`memory_predictor` builds the widget (ipywidgets is imported only then);
 :func:`render_prediction` is the HTML it displays. :func:`planner_widget` (chapter 11) grows it
 to every parallel axis and shows the planner's ranking (:func:`render_config`).
+:func:`live_result` is what the book's live widgets show, the same function in Python and in
+the reader's browser (:mod:`minitorch_dist.viz.live`, run by Pyodide).
 
 Names are imported on first use (:mod:`minitorch_dist.lazy`): a module of ``viz`` that needs only
 the arithmetic layer (:mod:`minitorch_dist.arithmetic`) loads no widget and no matplotlib.
@@ -14,6 +16,7 @@ the arithmetic layer (:mod:`minitorch_dist.arithmetic`) loads no widget and no m
 from minitorch_dist.lazy import attach
 
 _EXPORTS = {  # module -> the names it provides, imported on first use (minitorch_dist.lazy)
+    ".live": ("live_result",),
     ".planner_widget": ("PlannerWidget", "planner_widget", "render_config"),
     ".predictor": ("MemoryPredictor", "memory_predictor", "render_prediction"),
 }
@@ -21,6 +24,7 @@ _EXPORTS = {  # module -> the names it provides, imported on first use (minitorc
 __all__ = [
     "MemoryPredictor",
     "PlannerWidget",
+    "live_result",
     "memory_predictor",
     "planner_widget",
     "render_config",

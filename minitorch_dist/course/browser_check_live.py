@@ -1,0 +1,154 @@
+"""The browser check's look at the book's live widgets: Python in the page against Python here.
+
+Every ``[data-live]`` element of a page (:mod:`minitorch_dist.viz.live_html`) must become
+``data-state="ready"`` (Pyodide loaded from the book's own files, offline) and show
+``data-result`` equal to :func:`minitorch_dist.viz.live_result` of its ``data-inputs``, which
+must be the values its controls show. Then two of its controls are changed in turn (as a reader
+does: a random other option is selected, which dispatches ``input`` and ``change``; the same
+picks on every run), and after each the
+element must answer again, equal to Python, for the new inputs; the answer must have changed.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+from collections.abc import Callable
+from typing import Any
+
+Live = Callable[[str, dict[str, Any]], dict[str, Any]]
+READY_TIMEOUT_MS = (
+    180_000  # Pyodide's first start on 2 busy cores, then the first answer (51 s seen)
+)
+UPDATE_TIMEOUT_MS = 30_000  # one answer after a change (the planner ranks a new problem)
+DRIVE = {"predictor": ("zero_stage", "dp"), "planner": ("tp", "zero")}  # the controls changed
+WAIT_JS = """([el, want]) => {
+  const state = el.getAttribute('data-state');
+  if (state === 'error') return true;
+  if (state !== 'ready') return false;
+  if (want === null) return true;
+  try { return JSON.stringify(JSON.parse(el.getAttribute('data-inputs'))) === want; }
+  catch (e) { return false; }
+}"""
+
+
+def default_live() -> Live | None:
+    """:func:`minitorch_dist.viz.live_result`, or None where the module is missing."""
+    try:
+        from minitorch_dist.viz.live import live_result
+    except ModuleNotFoundError as e:
+        if e.name not in ("minitorch_dist.viz", "minitorch_dist.viz.live"):
+            raise
+        return None
+    return live_result
+
+
+def same(a: Any, b: Any) -> bool:
+    """Equal JSON values; floats equal to 1e-12 relative (Pyodide's libm is not glibc's)."""
+    if isinstance(a, float) or isinstance(b, float):
+        return (isinstance(a, (int, float)) and isinstance(b, (int, float))
+                and math.isclose(a, b, rel_tol=1e-12, abs_tol=1e-15))  # fmt: skip
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(same(a[k], b[k]) for k in a)
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
+    return type(a) is type(b) and a == b
+
+
+def _read(box, name: str) -> tuple[dict | None, dict | None, str | None]:
+    """(inputs, result, failure) as the element carries them."""
+    try:
+        inputs = json.loads(box.get_attribute("data-inputs") or "")
+        result = json.loads(box.get_attribute("data-result") or "")
+    except json.JSONDecodeError as e:
+        return None, None, f"{name}: data-inputs/data-result is not JSON ({e})"
+    return inputs, result, None
+
+
+def compare(box, name: str, live: Live) -> tuple[dict | None, list[str]]:
+    """The element's result, and its failures: controls that disagree with ``data-inputs``, a
+    result that is an error or differs from ``live``'s."""
+    inputs, result, fail = _read(box, name)
+    if fail:
+        return None, [fail]
+    shown = box.locator("select[data-control]").evaluate_all(
+        "els => Object.fromEntries(els.map(e => [e.dataset.control, JSON.parse(e.value)]))"
+    )
+    if shown != inputs:
+        return result, [f"{name}: data-inputs {inputs} are not its controls' values {shown}"]
+    if "error" in result:
+        return result, [f"{name}: shows an error for {inputs}: {result['error']}"]
+    try:
+        want = json.loads(json.dumps(live(box.get_attribute("data-live"), inputs)))
+    except Exception as e:  # the checker's own Python refusing is a failure too
+        return result, [f"{name}: live_result({inputs}) raised {e!r}"]
+    if not same(result, want):
+        diff = sorted(k for k in set(result) | set(want) if not same(result.get(k), want.get(k)))
+        return result, [f"{name}: for {inputs} the page shows {', '.join(diff)} unlike Python"]
+    return result, []
+
+
+def _wait(page, box, want: str | None, timeout: int, name: str, what: str) -> str | None:
+    from playwright.sync_api import TimeoutError
+
+    try:
+        page.wait_for_function(WAIT_JS, arg=[box.element_handle(), want], timeout=timeout)
+    except TimeoutError:
+        state = box.get_attribute("data-state")
+        return f"{name}: not ready {timeout / 1000:.0f} s after {what} (data-state={state})"
+    if box.get_attribute("data-state") == "error":
+        status = box.locator(".live-status").all_inner_texts()
+        return f"{name}: Python did not start after {what}: {' '.join(status)[:200]}"
+    return None
+
+
+def live_failures(page, live: Live | None) -> list[str]:
+    """Every failure of the page's live widgets (see the module's docstring)."""
+    from playwright.sync_api import Error
+
+    fails: list[str] = []
+    for k, box in enumerate(page.locator("[data-live]").all(), start=1):
+        kind = box.get_attribute("data-live")
+        name = f"live {kind} {k}"
+        if kind not in DRIVE:
+            fails.append(f'{name}: data-live must be "predictor" or "planner"')
+            continue
+        if live is None:
+            fails.append("no live module (minitorch_dist.viz.live) to compare the page with")
+            break
+        rng = random.Random(f"{kind} {k}")
+        box.scroll_into_view_if_needed()
+        fail = _wait(page, box, None, READY_TIMEOUT_MS, name, "scrolling into view")
+        if fail:
+            fails.append(fail)
+            continue
+        first, found = compare(box, name, live)
+        fails += found
+        for control in DRIVE[kind]:
+            select = box.locator(f'select[data-control="{control}"]')
+            if select.count() != 1:
+                fails.append(f"{name} has no control {control}")
+                break
+            options = select.locator("option:not([disabled])").evaluate_all(
+                "os => os.map(o => o.value)"
+            )
+            others = [o for o in options if o != select.input_value()] or options
+            pick = rng.choice(others)  # a random other value, the same on every run
+            try:
+                select.select_option(pick, timeout=UPDATE_TIMEOUT_MS)
+            except Error as e:
+                fails.append(f"{name}: cannot set {control}={pick}: {str(e).splitlines()[0]}")
+                break
+            inputs, _, _ = _read(box, name)
+            want = json.dumps({**(inputs or {}), control: json.loads(pick)}, separators=(",", ":"))
+            fail = _wait(page, box, want, UPDATE_TIMEOUT_MS, name, f"setting {control}={pick}")
+            if fail:
+                fails.append(fail)
+                break
+            _, found = compare(box, name, live)
+            fails += found
+        else:
+            if not found and same(_read(box, name)[1], first):
+                fails.append(f"{name}: the answer did not change after changing {DRIVE[kind]}")
+    return fails
