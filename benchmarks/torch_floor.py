@@ -87,6 +87,24 @@ def make_venv(version: str, venv: Path) -> Path:
     return python
 
 
+def first_error(out: str) -> str:
+    """The first failure's cause: its exception line, or nbval's mismatch and first differing line."""
+    text = re.sub(r"\x1b\[[0-9;]*m", "", out)
+    text = (
+        text.split(" FAILURES ", 1)[-1] if " FAILURES " in text else text.split(" ERRORS ", 1)[-1]
+    )
+    lines = text.splitlines()
+    for i, line in enumerate(lines):
+        if re.match(r"^E\s+\w+(Error|Exception)", line) or re.match(
+            r"^\w+(Error|Exception): ", line
+        ):
+            return line.lstrip("E ").strip()[:400]
+        if "mismatch '" in line:
+            diff = next((x.strip() for x in lines[i + 1 : i + 12] if re.match(r"^\s+[-+] ", x)), "")
+            return f"{line.strip()}: {diff}"[:400]
+    return ""
+
+
 def run_pytest(python: Path, args: list[str], timeout_s: int, log: Path | None = None) -> dict:
     """Run pytest; the summary counts, the first failures and their first error lines."""
     start = time.monotonic()
@@ -113,6 +131,7 @@ def run_pytest(python: Path, args: list[str], timeout_s: int, log: Path | None =
         line for line in out.splitlines() if line.startswith(("FAILED ", "ERROR "))
     ]  # -rfE's short summary: "FAILED tests/x.py::test - first error line"
     return {
+        "first_error": first_error(out),
         "passed": code == 0,
         "exit": code,
         "counts": counts,
@@ -122,17 +141,25 @@ def run_pytest(python: Path, args: list[str], timeout_s: int, log: Path | None =
     }
 
 
-def measure(version: str, venvs: Path, keep: bool, timeout_s: int) -> dict:
+def measure(
+    version: str, venvs: Path, keep: bool, timeout_s: int, checks: list[str], before: dict
+) -> dict:
+    """Run ``checks`` on ``version``; a check not run keeps its outcome in ``before``."""
     venv = venvs / f"venv-torch-{version}"
+    outcome = {k: before[k] for k in ("graded", "nbval") if k in before and k not in checks}
     try:
         python = make_venv(version, venv)
-        graded = run_pytest(python, GRADED, timeout_s, venvs / f"torch-{version}-graded.log")
-        print(f"torch {version}: graded {graded['counts']} in {graded['seconds']} s", flush=True)
-        nbval = run_pytest(python, NBVAL, timeout_s, venvs / f"torch-{version}-nbval.log")
-        print(f"torch {version}: nbval {nbval['counts']} in {nbval['seconds']} s", flush=True)
+        for check in checks:
+            args = GRADED if check == "graded" else NBVAL
+            log = venvs / f"torch-{version}-{check}.log"
+            outcome[check] = run_pytest(python, args, timeout_s, log)
+            result = outcome[check]
+            print(f"torch {version}: {check} {result['counts']} in {result['seconds']} s")
     finally:
         if not keep:
             shutil.rmtree(venv, ignore_errors=True)
+    missing = {"passed": False, "exit": "not run"}
+    graded, nbval = outcome.get("graded", missing), outcome.get("nbval", missing)
     return {
         "passed": graded["passed"] and nbval["passed"],
         "graded": graded,
@@ -173,10 +200,20 @@ def main() -> None:
     parser.add_argument("--venvs", type=Path, default=Path(tempfile.gettempdir()))
     parser.add_argument("--keep", action="store_true", help="keep the venvs")
     parser.add_argument("--timeout", type=int, default=7200, help="seconds per test run")
+    parser.add_argument(
+        "--checks",
+        nargs="+",
+        choices=["graded", "nbval"],
+        default=["graded", "nbval"],
+        help="run only these (the other keeps its recorded outcome)",
+    )
     args = parser.parse_args()
     os.environ.setdefault("PYTHONDONTWRITEBYTECODE", "1")
     for version in args.versions:
-        data = record(version, measure(version, args.venvs, args.keep, args.timeout))
+        data = json.loads(RESULT.read_text()) if RESULT.exists() else {}
+        before = data.get("releases", {}).get(version, {})
+        outcome = measure(version, args.venvs, args.keep, args.timeout, args.checks, before)
+        data = record(version, outcome)
         print(f"torch {version}: {'passed' if data['releases'][version]['passed'] else 'FAILED'}")
         print(f"floor so far: {data['floor']}")
 
