@@ -165,6 +165,9 @@ def measure(
         "graded": graded,
         "nbval": nbval,
         "machine": "2-core CPU",
+        "commit": subprocess.run(
+            ["git", "describe", "--always", "--dirty"], cwd=ROOT, capture_output=True, text=True
+        ).stdout.strip(),
         "date": datetime.date.today().isoformat(),
     }
 
