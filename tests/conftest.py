@@ -90,7 +90,6 @@ SLOW_TESTS = {
     "test_planner.py::test_planner_widget_follows_its_controls",
     "test_planner_vs_code.py::test_exact_planner_within_five_percent_of_the_code",
     "test_planner_vs_code.py::test_measure_leaves_no_process_group_and_no_patched_exchange",
-    "test_static_predictor.py::test_tables_add_up_to_predict_on_the_grid",
     "test_tensor_parallel.py::test_megatron_regather_saves_shards_for_two_more_all_gathers",
     "test_viz.py::test_package_imports_without_ipywidgets",
     "test_zero_checkpoint.py::test_apply_zero3_saved_on_4_ranks_resumes_on_2_and_on_4",

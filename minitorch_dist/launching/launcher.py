@@ -21,6 +21,7 @@ from __future__ import annotations
 import faulthandler
 import io
 import os
+import re
 import shutil
 import signal
 import socket
@@ -258,15 +259,12 @@ def _child(
     try:
         port = listener.getsockname()[1]
         if rank == 0:  # serve the store on the socket the parent opened
-            store = dist.TCPStore(
-                "127.0.0.1",
-                port,
-                world_size,
-                True,
-                timeout=timedelta(seconds=timeout),
-                wait_for_workers=False,
-                master_listen_fd=listener.fileno(),
-            )
+            serve = dict(timeout=timedelta(seconds=timeout), wait_for_workers=False)
+            serve["master_listen_fd"] = listener.fileno()
+            try:
+                store = dist.TCPStore("127.0.0.1", port, world_size, True, **serve)
+            except NotImplementedError:  # torch <= 2.7's libuv store takes no listen fd
+                store = dist.TCPStore("127.0.0.1", port, world_size, True, **serve, use_libuv=False)
         else:
             listener.close()
             store = dist.TCPStore(
@@ -313,11 +311,15 @@ def _child(
     conn.close()
 
 
+# gloo of torch <= 2.10 prints this from C++ as each rank joins: noise, dropped from the relay
+_GLOO_CONNECTED = re.compile(r"^\[Gloo\] Rank \d+ is connected to \d+ peer ranks\..*\n?", re.M)
+
+
 def _read(path: str) -> str:
     if not os.path.exists(path):
         return ""
     with open(path, errors="replace") as f:
-        return f.read()
+        return _GLOO_CONNECTED.sub("", f.read())
 
 
 def _relay(output: list[str], shown: list[int]) -> None:
