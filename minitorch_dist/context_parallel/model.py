@@ -26,6 +26,7 @@ import torch.distributed as dist
 from torch import nn
 
 from minitorch_dist.checks import check_bool, check_choice
+from minitorch_dist.comm.groups import group_rank, group_size
 from minitorch_dist.context_parallel.layout import LAYOUTS, shard_positions, shard_sequence
 from minitorch_dist.context_parallel.ring import ring_attention
 from minitorch_dist.models.llama import Llama
@@ -40,14 +41,6 @@ __all__ = [
     "average_grads",
     "cp_split",
 ]
-
-
-def _size(group: Any) -> int:
-    return dist.get_world_size(group) if dist.is_initialized() else 1
-
-
-def _rank(group: Any) -> int:
-    return dist.get_rank(group) if dist.is_initialized() else 0
 
 
 class ContextParallelCore(nn.Module):
@@ -72,7 +65,7 @@ class ShardPositions:
         self.group, self.layout, self.seq_len = group, layout, seq_len
 
     def __call__(self, length: int) -> tuple[int, torch.Tensor]:
-        cp, rank = _size(self.group), _rank(self.group)
+        cp, rank = group_size(self.group), group_rank(self.group)
         seq_len = length * cp if self.seq_len is None else self.seq_len  # the whole sequence
         return seq_len, shard_positions(seq_len, rank, cp, layout=self.layout)  # (s/cp,)
 
@@ -93,7 +86,7 @@ class ContextParallelLlama(Llama):
 def average_grads(model: nn.Module, group: Any) -> None:
     """Average every parameter's gradient over ``group`` as backward finishes it (a hook per
     parameter: all-reduce, then divide by the group's size)."""
-    n = _size(group)
+    n = group_size(group)
 
     def hook(param: torch.Tensor) -> None:
         dist.all_reduce(param.grad, group=group)
@@ -129,7 +122,7 @@ def apply_context_parallel(
         block.attn.core = ContextParallelCore(group, layout, attention)
     model.positions = ShardPositions(group, layout, seq_len)
     model.cp_group, model.layout = group, layout
-    if sync_grads and _size(group) > 1:
+    if sync_grads and group_size(group) > 1:
         average_grads(model, group if grad_group is None else grad_group)
     return model
 
