@@ -27,9 +27,18 @@ _TIMEOUT = re.compile(r"timed out|timeout", re.IGNORECASE)
 # NotImplementedError whose task mentions a timeout, a ValueError, an AssertionError) is the
 # rank's own failure, whatever its message says.
 _BACKEND_ERRORS = frozenset(
-    {"RuntimeError", "DistError", "DistBackendError", "DistNetworkError", "DistStoreError",
-     "ConnectionError", "ConnectionResetError", "BrokenPipeError", "EOFError"}
-)  # fmt: skip
+    {
+        "RuntimeError",
+        "DistError",
+        "DistBackendError",
+        "DistNetworkError",
+        "DistStoreError",
+        "ConnectionError",
+        "ConnectionResetError",
+        "BrokenPipeError",
+        "EOFError",
+    }
+)
 
 # Caps every collective's (process group's) timeout, in seconds, when set: the graded tests set
 # it (tests/conftest.py) so that a collective that cannot complete fails in seconds, not minutes.
@@ -275,8 +284,9 @@ def _never_sent(failed: list[_Report], stuck: list[int], done: list[int]) -> str
         said = []
         for peer, ranks in sorted(waiting.items()):
             state = "it had finished" if peer in done else "it was stuck itself"
-            said.append(f"Rank {peer} never sent what rank(s) {sorted(ranks)} waited to receive "
-                        f"({state})")  # fmt: skip
+            said.append(
+                f"Rank {peer} never sent what rank(s) {sorted(ranks)} waited to receive ({state})"
+            )
         return "; ".join(said) + ". "
     if done:
         return f"Rank(s) {done} finished without sending or calling what rank(s) {stuck} wait on. "

@@ -86,20 +86,36 @@ def plot_timeline(
 
     fig = BookFigure(figsize=(8, 4.4), layout="constrained")
     ax = fig.add_subplot()
-    ax.stackplot(xs, ys, labels=shown, colors=[COLORS.get(c, "#bcbd22") for c in shown],
-                 alpha=0.85, linewidth=0)  # fmt: skip
+    ax.stackplot(
+        xs,
+        ys,
+        labels=shown,
+        colors=[COLORS.get(c, "#bcbd22") for c in shown],
+        alpha=0.85,
+        linewidth=0,
+    )
     top = max(totals) / factor
     changes = [i for i in range(len(samples)) if i == 0 or samples[i][1] != samples[i - 1][1]]
     for k, start in enumerate(changes):
         end = changes[k + 1] if k + 1 < len(changes) else len(samples) - 1
         ax.axvline(start, color="black", linestyle=":", linewidth=0.8)
         if end - start > len(samples) // 50:  # label the phases wide enough to hold a word
-            ax.text((start + end) / 2, top * 1.02, samples[start][1], ha="center", va="bottom",
-                    fontsize=9)  # fmt: skip
+            ax.text(
+                (start + end) / 2,
+                top * 1.02,
+                samples[start][1],
+                ha="center",
+                va="bottom",
+                fontsize=9,
+            )
     peak = max(range(len(totals)), key=totals.__getitem__)
-    ax.annotate(f"peak {format_bytes(totals[peak])}", xy=(peak, totals[peak] / factor),
-                xytext=(peak + len(samples) * 0.04, top * 0.8),
-                arrowprops={"arrowstyle": "->", "linewidth": 0.8}, fontsize=9)  # fmt: skip
+    ax.annotate(
+        f"peak {format_bytes(totals[peak])}",
+        xy=(peak, totals[peak] / factor),
+        xytext=(peak + len(samples) * 0.04, top * 0.8),
+        arrowprops={"arrowstyle": "->", "linewidth": 0.8},
+        fontsize=9,
+    )
     ax.set_xlim(0, len(samples) - 1)
     ax.set_ylim(0, top * 1.12)
     ax.set_xlabel("operator calls in the step (one sample each)")
@@ -124,10 +140,17 @@ def plot_breakdown(
     for i, category in enumerate(categories):
         p, m = predicted[category], measured[category]
         color = COLORS.get(category, "#bcbd22")
-        ax.bar(i - width / 2, p / factor, width, color=color, alpha=0.45, edgecolor=color,
-               hatch="//", label="predicted" if i == 0 else None)  # fmt: skip
-        ax.bar(i + width / 2, m / factor, width, color=color,
-               label="measured" if i == 0 else None)  # fmt: skip
+        ax.bar(
+            i - width / 2,
+            p / factor,
+            width,
+            color=color,
+            alpha=0.45,
+            edgecolor=color,
+            hatch="//",
+            label="predicted" if i == 0 else None,
+        )
+        ax.bar(i + width / 2, m / factor, width, color=color, label="measured" if i == 0 else None)
         ratio = f"{m / p:.4f}" if p else "n/a"
         ax.text(i, max(p, m) / factor * 1.02, ratio, ha="center", va="bottom", fontsize=9)
     ax.set_xticks(range(len(categories)), list(categories))
@@ -190,12 +213,23 @@ def plot_budget(
     for j, recipe in enumerate(recipes):
         values = [model_state_bytes(n, recipe=recipe)["total"] for n in models.values()]
         offsets = [i + (j - (len(recipes) - 1) / 2) * width for i in range(len(models))]
-        ax.bar(offsets, values, width, color=shades[j % len(shades)],
-               label=f"{recipe_label(recipe)} ({recipe})")  # fmt: skip
+        ax.bar(
+            offsets,
+            values,
+            width,
+            color=shades[j % len(shades)],
+            label=f"{recipe_label(recipe)} ({recipe})",
+        )
     if device_bytes:
         ax.axhline(device_bytes, color="black", linestyle="--", linewidth=1)
-        ax.text(len(models) - 0.5, device_bytes * 1.15, f"one device: {format_bytes(device_bytes)}",
-                ha="right", va="bottom", fontsize=8)  # fmt: skip
+        ax.text(
+            len(models) - 0.5,
+            device_bytes * 1.15,
+            f"one device: {format_bytes(device_bytes)}",
+            ha="right",
+            va="bottom",
+            fontsize=8,
+        )
     _log_bytes_axis(ax)
     ax.set_xticks(range(len(models)), list(models), rotation=20, ha="right")
     ax.set_ylabel("model states (bytes)")
@@ -225,9 +259,13 @@ def plot_predictions(
         left = [
             sum(results[k][c] for c in categories[: categories.index(category)]) for k in labels
         ]
-        ax.barh(range(len(labels)), [results[k][category] / factor for k in labels],
-                left=[x / factor for x in left], color=COLORS.get(category, "#bcbd22"),
-                label=category)  # fmt: skip
+        ax.barh(
+            range(len(labels)),
+            [results[k][category] / factor for k in labels],
+            left=[x / factor for x in left],
+            color=COLORS.get(category, "#bcbd22"),
+            label=category,
+        )
     for i, k in enumerate(labels):
         total = sum(results[k][c] for c in categories)
         ax.text(total / factor, i, f" {format_bytes(total)}", va="center", fontsize=8)
