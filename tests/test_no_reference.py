@@ -248,8 +248,9 @@ def test_a_copy_or_a_rewrite_is_found(rename: bool) -> None:
     ]
     if not rename:
         pasted = [line.replace("oh", "onehot").replace("pos", "position") for line in pasted]
-        pasted = [line.replace("idx", "expert_indices").replace("cap", "capacity")
-                  for line in pasted]  # fmt: skip
+        pasted = [
+            line.replace("idx", "expert_indices").replace("cap", "capacity") for line in pasted
+        ]
     index = {sig: set(places) for sig, places in INDEX.items()}
     for sig in _signatures(pasted):
         index.setdefault(sig, set()).add(("tests/test_pasted.py", None))

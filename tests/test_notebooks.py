@@ -23,9 +23,17 @@ def test_lab_passes_nbval_twice_in_a_row(lab: str) -> None:
     """Catches output that changes from run to run (ports, pids, timings, warnings that come and
     go), which would make the committed outputs of a rank-launching notebook flaky."""
     cmd = [
-        sys.executable, "-m", "pytest", "--nbval", f"labs/{lab}.ipynb",
-        "--nbval-sanitize-with", "tests/nbval_sanitize.cfg", "-q", "-p", "no:cacheprovider",
-    ]  # fmt: skip
+        sys.executable,
+        "-m",
+        "pytest",
+        "--nbval",
+        f"labs/{lab}.ipynb",
+        "--nbval-sanitize-with",
+        "tests/nbval_sanitize.cfg",
+        "-q",
+        "-p",
+        "no:cacheprovider",
+    ]
     passes = int(os.environ.get("MINITORCH_DIST_NBVAL_PASSES", "2"))
     for attempt in range(1, passes + 1):
         run = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600)
