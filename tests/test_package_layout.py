@@ -132,12 +132,14 @@ def _ours(name: str) -> bool:
 
 
 def _is_plotting(name: str) -> bool:
-    """matplotlib, the figure base, any topic's ``plots`` module, the widget package."""
+    """matplotlib, the figure base, any topic's ``plots`` module (or a ``plots_*`` sibling split
+    from it), the widget package."""
     return (
         name == "matplotlib"
         or name.startswith("matplotlib.")
         or name == "minitorch_dist.figures"
         or name.endswith(".plots")
+        or (_ours(name) and name.rsplit(".", 1)[-1].startswith("plots_"))
         or (_ours(name) and _unit(name) == "viz")
     )
 
