@@ -106,8 +106,17 @@ def normalise(line: str) -> str:
     return re.sub(r"\s+", "", _strip_comment(line))
 
 
+# a call's opening line as the formatter splits it (``pipeline = apply_pipeline_parallel(``):
+# it names what is called, nothing of how, so two calls of one public function do not match
+_OPENER = re.compile(r"([\w.,]+=)?[\w.]+[(\[{]")
+
+
 def _trivial(norm: str) -> bool:
-    return len(norm) < SHORT or norm.startswith(("raise", "check_", "def", "@"))
+    return (
+        len(norm) < SHORT
+        or norm.startswith(("raise", "check_", "def", "@"))
+        or _OPENER.fullmatch(norm) is not None
+    )
 
 
 def tokens(lines: list[str]) -> list[str]:
