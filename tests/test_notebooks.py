@@ -34,6 +34,8 @@ def test_lab_passes_nbval_twice_in_a_row(lab: str) -> None:
         "-q",
         "-p",
         "no:cacheprovider",
+        "-p",
+        "minitorch_dist.course.kernel_ports",
     ]
     passes = int(os.environ.get("MINITORCH_DIST_NBVAL_PASSES", "2"))
     if passes == 0:
@@ -41,3 +43,31 @@ def test_lab_passes_nbval_twice_in_a_row(lab: str) -> None:
     for attempt in range(1, passes + 1):
         run = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600)
         assert run.returncode == 0, f"run {attempt}:\n{run.stdout[-4000:]}{run.stderr[-2000:]}"
+
+
+def test_kernel_ports_stay_below_the_ephemeral_range() -> None:
+    """Catches a kernel port a forked rank's socket could take in the moment before the kernel
+    binds it (make test runs the labs, the book and the other tests at once)."""
+    from jupyter_client.connect import LocalPortCache
+
+    from minitorch_dist.course.kernel_ports import LOWEST, RANGE_FILE, install
+
+    start = int(RANGE_FILE.read_text().split()[0]) if RANGE_FILE.exists() else 49_152
+    install()
+    cache = LocalPortCache.instance()
+    ports = [cache.find_available_port("127.0.0.1") for _ in range(20)]
+    assert all(LOWEST <= p < start for p in ports), ports
+    assert len(set(ports)) == 20, "the cache handed one port out twice"
+    for p in ports:
+        cache.return_port(p)
+
+
+def test_make_tests_jobs_run_every_test_once() -> None:
+    """Catches a test file in make test's grading job that is not marked ``course``: the job of
+    the other tests (``-m "not course"``) would run it a second time."""
+    from conftest import COURSE_MODULES
+
+    from minitorch_dist.course.make import GRADING_TESTS
+
+    assert {f"test_{name}" for name in GRADING_TESTS} <= COURSE_MODULES
+    assert all((ROOT / "tests" / f"test_{name}.py").exists() for name in GRADING_TESTS)

@@ -2,7 +2,7 @@
 
     python3 -m minitorch_dist.make book     # create .venv if needed, execute and build the book
     python3 -m minitorch_dist.make test     # lint, unit + graded tests, nbval, student release,
-                                            # and the strict book build (three jobs at once)
+                                            # and the strict book build (four jobs at once)
     python3 -m minitorch_dist.make quick    # the 3-minute loop: ruff, unit + graded tests
                                             # (no notebooks, no slow or course-machinery tests)
     python3 -m minitorch_dist.make execute labs/lab01_*.ipynb   # re-execute notebooks in place
@@ -30,8 +30,18 @@ BIN = VENV / ("Scripts" if os.name == "nt" else "bin")
 PY = BIN / ("python.exe" if os.name == "nt" else "python")
 STAMP = VENV / ".minitorch_dist-installed"
 
+# the course tests that grade (mutants, the autograder): a job of their own in make test
+GRADING_TESTS = ("mutants", "grading", "grade_dependencies", "autograder")
 BOOK = ["jupyter-book", "build", ".", "-W", "-n", "--keep-going"]
-NBVAL = ["--nbval", "--nbval-sanitize-with", "tests/nbval_sanitize.cfg", "--timeout", "900"]
+NBVAL = [
+    "--nbval",
+    "--nbval-sanitize-with",
+    "tests/nbval_sanitize.cfg",
+    "--timeout",
+    "900",
+    "-p",
+    "minitorch_dist.course.kernel_ports",  # kernels on ports no forked rank takes
+]
 
 
 def _run(cmd: list[str], *, quiet: bool = False, env: dict[str, str] | None = None) -> None:
@@ -96,12 +106,12 @@ def _together(jobs: dict[str, list[str]], env: dict[str, str]) -> None:
     """Run ``jobs`` (name -> command) at the same time, each writing to its own log under
     ``_build/test-logs/``; say when each ends and how long it took, print the end of a failing
     job's log, and fail if any job failed. The tests mostly wait on forked ranks, the notebook
-    kernels and the browser, so two cores run three such jobs in about the time of the longest."""
+    kernels and the browser, so two cores run four such jobs in about the time of the longest."""
     logs = ROOT / "_build" / "test-logs"
     logs.mkdir(parents=True, exist_ok=True)
     running = {}
     for name, cmd in jobs.items():
-        log = logs / f"{name.split()[0]}.log"
+        log = logs / f"{name}.log"
         print(f"+ [{name}] {' '.join(str(c) for c in cmd)}  (log: {log.relative_to(ROOT)})")
         out = log.open("w")
         proc = subprocess.Popen(
@@ -133,14 +143,17 @@ def test() -> None:
     _run(
         [str(PY), "-m", "minitorch_dist.course.vendor"]
     )  # before the tests: they check what it wrote
-    # Three jobs at once: the course machinery's tests; the unit and graded tests with nbval of
-    # every lab (once); the book. tests/test_notebooks.py's second run of each lab (determinism)
-    # only when MINITORCH_DIST_NBVAL_PASSES=1, as CI sets it: make test runs each lab once.
+    # Four jobs at once: the course machinery's tests (marked ``course``) in two halves, grading
+    # and the rest; the unit and graded tests with nbval of every lab (once); the book.
+    # tests/test_notebooks.py's second run of each lab (determinism) only when
+    # MINITORCH_DIST_NBVAL_PASSES=1, as CI sets it: make test runs each lab once.
     passes = os.environ.get("MINITORCH_DIST_NBVAL_PASSES", "0")
     pytest = [str(PY), "-m", "pytest", "-q"]
+    grading = [f"tests/test_{name}.py" for name in GRADING_TESTS]
     jobs = {
-        "course machinery tests": [*pytest, "tests", "-m", "course"],
-        "unit, graded and lab tests": [*pytest, "tests", "labs", *NBVAL, "-m", "not course"],
+        "course-grading": [*pytest, *grading],
+        "course-rest": [*pytest, "tests", "-m", "course", *(f"--ignore={g}" for g in grading)],
+        "tests-and-labs": [*pytest, "tests", "labs", *NBVAL, "-m", "not course"],
         "book": [sys.executable, "-m", "minitorch_dist.course.make", "book"],
     }
     env = {"MINITORCH_DIST_NBVAL_PASSES": passes, "MINITORCH_DIST_PROGRESS": "0"}
