@@ -19,6 +19,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import io
+import json
 import os
 import shutil
 import sys
@@ -110,7 +111,6 @@ PACKAGES = (
         keep=(
             "package.json",
             "pyodide.js",
-            "pyodide.mjs",
             "pyodide.asm.mjs",
             "pyodide.asm.wasm",
             "python_stdlib.zip",
@@ -118,6 +118,11 @@ PACKAGES = (
         ),
     ),
 )
+# Pyodide's files the page reads as classic scripts (``<name>.js``, see :func:`write_data_script`):
+# a page opened from file:// may run a classic <script src>, but Chromium refuses it fetch() and
+# ES-module imports, which is how pyodide.js loads these. Each raw file is then dropped.
+PYODIDE_DATA = ("pyodide.asm.mjs", "pyodide.asm.wasm", "python_stdlib.zip", "pyodide-lock.json")
+DATA_FORMAT = "minitorchLiveFiles 1"  # in the stamp: a change of the format rewrites the files
 
 # What _config.yml points at (relative to _static/, as Sphinx resolves html asset paths).
 URLS = {
@@ -239,7 +244,32 @@ def extract(pkg: Package, data: bytes, dest: Path) -> int:
 
 
 def _stamp(pkg: Package) -> str:
-    return f"{pkg.name}@{pkg.version} {pkg.integrity} {pkg.keep} {pkg.skip_suffixes}\n"
+    data = f" {DATA_FORMAT}" if pkg.name == "pyodide" else ""
+    return f"{pkg.name}@{pkg.version} {pkg.integrity} {pkg.keep} {pkg.skip_suffixes}{data}\n"
+
+
+def data_script(name: str, data: bytes) -> str:
+    """A classic script that files ``data`` under ``name`` in ``self.minitorchLiveFiles``:
+    ``{"text": ...}`` for .mjs and .json files (UTF-8), else ``{"base64": ...}``, with the
+    bytes' ``sha256`` (hex) and ``size``. The live widgets' script (:mod:`minitorch_dist.viz.live_js`)
+    reads them, so the same code runs from http:// and from file://."""
+    entry: dict[str, object] = {"sha256": hashlib.sha256(data).hexdigest(), "size": len(data)}
+    if name.endswith((".mjs", ".json")):
+        entry["text"] = data.decode("utf-8")
+    else:
+        entry["base64"] = base64.b64encode(data).decode("ascii")
+    body = json.dumps(entry, ensure_ascii=True, separators=(",", ":"))
+    return ("(self.minitorchLiveFiles = self.minitorchLiveFiles || {})"
+            f"[{json.dumps(name)}] = {body};\n")  # fmt: skip
+
+
+def write_data_script(path: Path, name: str | None = None) -> Path:
+    """Write :func:`data_script` of the file ``path`` as ``<path>.js`` (atomically)."""
+    out = path.with_name(path.name + ".js")
+    tmp = out.with_suffix(".part")
+    tmp.write_text(data_script(name or path.name, path.read_bytes()), encoding="ascii")
+    tmp.replace(out)
+    return out
 
 
 def ensure(dest: Path = DEST, quiet: bool = False) -> Path:
@@ -253,15 +283,25 @@ def ensure(dest: Path = DEST, quiet: bool = False) -> Path:
         if out.exists():
             shutil.rmtree(out)
         n = extract(pkg, data, out)
+        if pkg.name == "pyodide":
+            for name in PYODIDE_DATA:
+                write_data_script(out / name)
+                (out / name).unlink()
         stamp.write_text(_stamp(pkg))
         if not quiet:
             print(f"vendor: {pkg.name}@{pkg.version}: {n} files in {out}", flush=True)
     setup = dest / "widgets-setup.js"  # URLS["widgets-setup"]
     if not setup.exists() or setup.read_text() != WIDGETS_SETUP:
         setup.write_text(WIDGETS_SETUP)
-    for key, url in URLS.items():
+    pyodide = [
+        f"vendor/{p.dest}/{name}.js"
+        for p in PACKAGES
+        if p.name == "pyodide"
+        for name in PYODIDE_DATA
+    ]
+    for url in [*URLS.values(), *pyodide]:
         if not (dest.parent / url).is_file():
-            raise VendorError(f"{key}: {dest.parent / url} is missing after vendoring")
+            raise VendorError(f"{dest.parent / url} is missing after vendoring")
     return dest
 
 
