@@ -217,7 +217,7 @@ def test_widget_with_a_disabled_control(browser, tmp_path):
     only(check(browser, tmp_path, frozen + LIVE), "cannot set zero_stage=")
 
 
-@pytest.mark.parametrize("page, kind", [(bc.CHAPTER_1, "predictor"), (bc.CHAPTER_11, "planner")])
+@pytest.mark.parametrize("page, kind", list(bc.LIVE_PAGES.items()))
 def test_chapters_without_their_widget(browser, tmp_path, page, kind):
     fails = check(browser, tmp_path, "<p>only a chart</p>", name=page)
     assert fails == [f'{page}: no [data-live="{kind}"]: the {kind} is dead without a kernel']

@@ -54,7 +54,10 @@ CHROMIUM_ARGS = [
 ]  # fmt: skip
 CHAPTER_1 = "chapters/01_where_the_memory_goes.html"
 CHAPTER_11 = "chapters/11_choosing_a_configuration.html"
-LIVE_PAGES = {CHAPTER_1: "predictor", CHAPTER_11: "planner"}  # pages that must hold a live widget
+LAB_1 = "labs/lab01_where_the_memory_goes.html"
+LAB_11 = "labs/lab11_choosing_a_configuration.html"
+LIVE_PAGES = {CHAPTER_1: "predictor", CHAPTER_11: "planner", LAB_1: "predictor", LAB_11: "planner"}
+# (the pages that must hold a live widget)
 LOCAL_SCHEMES = ("file:", "blob:", "data:")  # what a page opened from file:// may load offline
 
 
