@@ -167,6 +167,7 @@ def test_data_scripts_carry_the_exact_bytes():
     src = 'export default function f() { return "é</script>"; }\n'
     got = _run_data_script(vendor.data_script("m.mjs", src.encode()))["m.mjs"]
     assert got["text"] == src and "base64" not in got
+    assert "text" in _run_data_script(vendor.data_script("a.js", b"1;"))["a.js"]
     assert vendor.data_script("m.mjs", src.encode()).isascii()
 
 
@@ -174,17 +175,16 @@ def test_pyodide_is_vendored_as_data_scripts(offline, monkeypatch, tmp_path):
     """The pyodide package's big files become <name>.js data scripts (the raw files dropped);
     a missing one fails the vendoring."""
     files = {f"package/{n}": f"{n} bytes".encode() for n in vendor.PYODIDE_DATA}
-    files["package/pyodide.js"] = b"globalThis.loadPyodide = 1;"
+    files["package/README.md"] = b"not kept"
     data = _tarball(files)
-    pkg = Package("pyodide", "0.0.1", _sri(data), dest="pyodide",
-                  keep=("pyodide.js", *vendor.PYODIDE_DATA))  # fmt: skip
+    pkg = Package("pyodide", "0.0.1", _sri(data), dest="pyodide", keep=vendor.PYODIDE_DATA)
     offline["served"] = data
     monkeypatch.setattr(vendor, "PACKAGES", (pkg,))
-    monkeypatch.setattr(vendor, "URLS", {"pyodide": "vendor/pyodide/pyodide.js"})
+    monkeypatch.setattr(vendor, "URLS", {})
     dest = tmp_path / "_static" / "vendor"
     vendor.ensure(dest, quiet=True)
     got = sorted(p.name for p in (dest / "pyodide").iterdir())
-    assert got == sorted([".vendored", "pyodide.js", *(f"{n}.js" for n in vendor.PYODIDE_DATA)])
+    assert got == sorted([".vendored", *(f"{n}.js" for n in vendor.PYODIDE_DATA)])
     wasm = _run_data_script((dest / "pyodide" / "pyodide.asm.wasm.js").read_text())
     assert base64.b64decode(wasm["pyodide.asm.wasm"]["base64"]) == b"pyodide.asm.wasm bytes"
     (dest / "pyodide" / "python_stdlib.zip.js").unlink()
@@ -236,5 +236,6 @@ def test_vendored_files_when_built(tmp_path):
         assert (static.parent / url).stat().st_size > 500, url
     for name in vendor.PYODIDE_DATA:  # the page reads these, from file:// too
         assert (static / "pyodide" / f"{name}.js").stat().st_size > 10_000, name
+        assert not (static / "pyodide" / name).exists()  # the page reads the scripts only
     fonts = list((static / "mathjax/es5/output/chtml/fonts/woff-v2").glob("*.woff"))
     assert len(fonts) > 10

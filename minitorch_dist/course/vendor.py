@@ -120,9 +120,16 @@ PACKAGES = (
 )
 # Pyodide's files the page reads as classic scripts (``<name>.js``, see :func:`write_data_script`):
 # a page opened from file:// may run a classic <script src>, but Chromium refuses it fetch() and
-# ES-module imports, which is how pyodide.js loads these. Each raw file is then dropped.
-PYODIDE_DATA = ("pyodide.asm.mjs", "pyodide.asm.wasm", "python_stdlib.zip", "pyodide-lock.json")
-DATA_FORMAT = "minitorchLiveFiles 1"  # in the stamp: a change of the format rewrites the files
+# ES-module imports (module workers too), which is how Pyodide loads these. The raw files are
+# then dropped: the page starts Pyodide from these scripts only, from http:// as from file://.
+PYODIDE_DATA = (
+    "pyodide.js",
+    "pyodide.asm.mjs",
+    "pyodide.asm.wasm",
+    "python_stdlib.zip",
+    "pyodide-lock.json",
+)
+DATA_FORMAT = "minitorchLiveFiles 2"  # in the stamp: a change of the format rewrites the files
 
 # What _config.yml points at (relative to _static/, as Sphinx resolves html asset paths).
 URLS = {
@@ -130,7 +137,6 @@ URLS = {
     "requirejs": "vendor/requirejs/require.js",
     "widgets-setup": "vendor/widgets-setup.js",
     "html-manager": "vendor/html-manager/dist/embed-amd.js",
-    "pyodide": "vendor/pyodide/pyodide.js",
 }
 
 # Loaded between require.js and embed-amd.js (ours, not from npm). Two fixes, both seen in
@@ -250,11 +256,11 @@ def _stamp(pkg: Package) -> str:
 
 def data_script(name: str, data: bytes) -> str:
     """A classic script that files ``data`` under ``name`` in ``self.minitorchLiveFiles``:
-    ``{"text": ...}`` for .mjs and .json files (UTF-8), else ``{"base64": ...}``, with the
+    ``{"text": ...}`` for .js, .mjs and .json files (UTF-8), else ``{"base64": ...}``, with the
     bytes' ``sha256`` (hex) and ``size``. The live widgets' script (:mod:`minitorch_dist.viz.live_js`)
     reads them, so the same code runs from http:// and from file://."""
     entry: dict[str, object] = {"sha256": hashlib.sha256(data).hexdigest(), "size": len(data)}
-    if name.endswith((".mjs", ".json")):
+    if name.endswith((".js", ".mjs", ".json")):
         entry["text"] = data.decode("utf-8")
     else:
         entry["base64"] = base64.b64encode(data).decode("ascii")
