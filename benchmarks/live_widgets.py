@@ -110,7 +110,7 @@ def measure(html: Path) -> dict[str, float]:
                 out[f"{kind}_{control}_change_s"] = round(took, 2)
             if kind == "planner":
                 code = json.dumps(RANK_PY.format(problem=EXAMPLE))
-                took = page.evaluate(f"window.minitorchLive.pyodide.runPython({code})")
+                took = page.evaluate(f"window.minitorchLive.run({code})")
                 out["example_ranking_pyodide_s"] = round(took, 2)
             context.close()
     from minitorch_dist.viz import live
