@@ -171,3 +171,22 @@ def test_plans_cache_keeps_the_latest(monkeypatch):
     for gpus in (8, 16, 8, 32):
         live._plan("llama-3-8b", "dgx-h100", gpus, 64, 4096)
     assert [p[2] for p in live._plans] == [8, 32]
+
+
+def test_the_pages_script_parses_and_needs_no_network(tmp_path):
+    """live.js is valid JavaScript (node --check, where node is installed), names no host, and
+    has no "file:// cannot start" excuse left: it runs from file:// (the browser check drives it)."""
+    import shutil
+    import subprocess
+
+    from minitorch_dist.viz.live_js import LIVE_JS
+
+    assert "http://" not in LIVE_JS and "https://" not in LIVE_JS
+    assert "file:" not in LIVE_JS and "new Worker(" in LIVE_JS
+    node = shutil.which("node")
+    if node is None:
+        pytest.skip("node is not installed")
+    (tmp_path / "live.js").write_text(LIVE_JS)
+    run = subprocess.run([node, "--check", str(tmp_path / "live.js")], capture_output=True,
+                         text=True, timeout=60)  # fmt: skip
+    assert run.returncode == 0, run.stderr

@@ -6,10 +6,12 @@ answer for the initial values rendered at build time by :func:`render_live` (wha
 before Python loads, or where scripts cannot run), ``data-state="static"``, ``data-inputs`` and
 ``data-result``. :func:`write_assets` (run by :mod:`minitorch_dist.book_links` when the book
 builds) writes ``live.js`` (:mod:`minitorch_dist.viz.live_js`) and ``minitorch_dist.zip`` (the torch-free
-arithmetic layer and this package's live modules) beside the vendored Pyodide. In the page the
-script loads Pyodide when a widget scrolls into view or is first touched (``data-state``:
-``loading``), unpacks the zip in Pyodide's file system, and on every change calls
-:func:`live_result` and :func:`render_live` there (``busy``, then ``ready``), writing the
+arithmetic layer and this package's live modules, also as the classic script
+``minitorch_dist.zip.js``) beside the vendored Pyodide. In the page the script starts Pyodide in
+a Web Worker when a widget scrolls into view or is first touched (``data-state``: ``loading``),
+from http:// or ``file://`` alike, unpacks the zip in Pyodide's file system, and on every
+change steps through :func:`~minitorch_dist.viz.live.live_steps` (:func:`live_result` in parts,
+with progress) and calls :func:`render_live` there (``busy``, then ``ready``), writing the
 inputs and the result's JSON back on the element.
 """
 
