@@ -20,6 +20,7 @@ import pytest
 
 from minitorch_dist import vendor
 from minitorch_dist.vendor import Package, VendorError
+from minitorch_dist.viz.live_data import data_script
 
 yaml = pytest.importorskip("yaml")  # the book's tooling, not in a student's install
 
@@ -161,14 +162,14 @@ def test_data_scripts_carry_the_exact_bytes():
     """What the page reads from file:// (classic scripts): binary files base64, module and JSON
     text as text, each with its sha256 and size."""
     blob = bytes(range(256)) * 3 + b"\x00"
-    got = _run_data_script(vendor.data_script("pyodide.asm.wasm", blob))["pyodide.asm.wasm"]
+    got = _run_data_script(data_script("pyodide.asm.wasm", blob))["pyodide.asm.wasm"]
     assert base64.b64decode(got["base64"]) == blob and "text" not in got
     assert got["sha256"] == hashlib.sha256(blob).hexdigest() and got["size"] == len(blob)
     src = 'export default function f() { return "é</script>"; }\n'
-    got = _run_data_script(vendor.data_script("m.mjs", src.encode()))["m.mjs"]
+    got = _run_data_script(data_script("m.mjs", src.encode()))["m.mjs"]
     assert got["text"] == src and "base64" not in got
-    assert "text" in _run_data_script(vendor.data_script("a.js", b"1;"))["a.js"]
-    assert vendor.data_script("m.mjs", src.encode()).isascii()
+    assert "text" in _run_data_script(data_script("a.js", b"1;"))["a.js"]
+    assert data_script("m.mjs", src.encode()).isascii()
 
 
 def test_pyodide_is_vendored_as_data_scripts(offline, monkeypatch, tmp_path):

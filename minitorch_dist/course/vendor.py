@@ -19,7 +19,6 @@ from __future__ import annotations
 import base64
 import hashlib
 import io
-import json
 import os
 import shutil
 import sys
@@ -28,6 +27,8 @@ import urllib.error
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
+
+from minitorch_dist.viz.live_data import write_data_script
 
 ROOT = Path(__file__).resolve().parents[2]
 # Not under the book's _static/: Jupyter Book links every .js and .css found there into every
@@ -252,30 +253,6 @@ def extract(pkg: Package, data: bytes, dest: Path) -> int:
 def _stamp(pkg: Package) -> str:
     data = f" {DATA_FORMAT}" if pkg.name == "pyodide" else ""
     return f"{pkg.name}@{pkg.version} {pkg.integrity} {pkg.keep} {pkg.skip_suffixes}{data}\n"
-
-
-def data_script(name: str, data: bytes) -> str:
-    """A classic script that files ``data`` under ``name`` in ``self.minitorchLiveFiles``:
-    ``{"text": ...}`` for .js, .mjs and .json files (UTF-8), else ``{"base64": ...}``, with the
-    bytes' ``sha256`` (hex) and ``size``. The live widgets' script (:mod:`minitorch_dist.viz.live_js`)
-    reads them, so the same code runs from http:// and from file://."""
-    entry: dict[str, object] = {"sha256": hashlib.sha256(data).hexdigest(), "size": len(data)}
-    if name.endswith((".js", ".mjs", ".json")):
-        entry["text"] = data.decode("utf-8")
-    else:
-        entry["base64"] = base64.b64encode(data).decode("ascii")
-    body = json.dumps(entry, ensure_ascii=True, separators=(",", ":"))
-    return ("(self.minitorchLiveFiles = self.minitorchLiveFiles || {})"
-            f"[{json.dumps(name)}] = {body};\n")  # fmt: skip
-
-
-def write_data_script(path: Path, name: str | None = None) -> Path:
-    """Write :func:`data_script` of the file ``path`` as ``<path>.js`` (atomically)."""
-    out = path.with_name(path.name + ".js")
-    tmp = out.with_suffix(".part")
-    tmp.write_text(data_script(name or path.name, path.read_bytes()), encoding="ascii")
-    tmp.replace(out)
-    return out
 
 
 def ensure(dest: Path = DEST, quiet: bool = False) -> Path:

@@ -131,7 +131,7 @@ def live_modules() -> list[str]:
 
 def write_assets(dest: Path) -> list[Path]:
     """Write ``live.js``, ``minitorch_dist.zip`` (the :func:`live_modules`) and the zip as a
-    classic script, ``minitorch_dist.zip.js`` (:func:`minitorch_dist.vendor.data_script`: what the
+    classic script, ``minitorch_dist.zip.js`` (:func:`minitorch_dist.viz.live_data.data_script`: what the
     page reads, from http:// and file:// alike), into ``dest``."""
     dest.mkdir(parents=True, exist_ok=True)
     archive = dest / "minitorch_dist.zip"
@@ -141,7 +141,7 @@ def write_assets(dest: Path) -> list[Path]:
             info = zipfile.ZipInfo(f"minitorch_dist/{rel}", date_time=(2020, 1, 1, 0, 0, 0))
             z.writestr(info, (PACKAGE / rel).read_bytes(), zipfile.ZIP_DEFLATED)
     tmp.replace(archive)
-    from minitorch_dist.course.vendor import write_data_script
+    from minitorch_dist.viz.live_data import write_data_script
     from minitorch_dist.viz.live_js import LIVE_JS
 
     data = write_data_script(archive)

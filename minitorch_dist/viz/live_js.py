@@ -7,7 +7,7 @@ the book's folder) in a Web Worker, so the page never freezes, not while Python 
 it ranks, and imports :mod:`minitorch_dist.viz.live` there. The same code runs from http:// and
 from ``file://`` (a book opened by double-clicking ``index.html``), where Chromium refuses
 ``fetch()``, ES-module imports and module workers: Pyodide's files and ``minitorch_dist.zip``
-come as classic scripts (``<name>.js``, :func:`minitorch_dist.vendor.data_script`) whose
+come as classic scripts (``<name>.js``, :func:`minitorch_dist.viz.live_data.data_script`) whose
 contents the page posts to a classic worker made from a ``blob:`` URL; there ``pyodide.js`` is
 evaluated (with ``importScripts`` hidden: it refuses classic workers, which it does not need
 here), ``pyodide.asm.mjs`` is imported from a ``blob:`` URL of its text, and while Pyodide
