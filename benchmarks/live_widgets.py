@@ -1,6 +1,6 @@
 """How fast the book's live widgets answer in headless Chromium, from ``file://``, offline (issue 33).
 
-    python benchmarks/live_widgets.py _build/html [--out benchmarks/results/cpu-2core_live_widgets.json]
+    python benchmarks/live_widgets.py _build/html [--repeat 3] [--out benchmarks/results/cpu-2core_live_widgets.json]
 
 Opens chapter 1 and chapter 11 of the built book from ``file://`` (as a reader who double-clicks
 ``index.html``), every request but ``file:``, ``blob:`` and ``data:`` aborted, and measures with
@@ -15,8 +15,9 @@ Python ranked (how long a click waits at most), ``planner_longest_blocked_s`` th
 first interaction on (Pyodide's start runs on the page's thread too), and
 ``planner_progress_messages`` how many progress lines the reader saw. Last, the ranking of
 chapter 11's example alone, in Python: in the page's Pyodide and in this CPython. Each page is
-opened in a fresh browser context, so nothing is cached between the two. The one-minute load
-average is read before and after (other work on the machine slows every figure).
+opened in a fresh browser context, so nothing is cached between the two. With ``--repeat n``
+each figure is the median of n runs (a fresh browser each). The one-minute load average is read
+before and after (other work on the machine slows every figure).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import argparse
 import json
 import os
 import platform
+import statistics
 import time
 from pathlib import Path
 
@@ -126,11 +128,13 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("html", type=Path)
     ap.add_argument("--out", type=Path)
+    ap.add_argument("--repeat", type=int, default=1, help="runs; each figure is their median")
     args = ap.parse_args()
     before = os.getloadavg()[0]
-    figures = measure(args.html)
+    runs = [measure(args.html) for _ in range(args.repeat)]
+    figures = {k: statistics.median(run[k] for run in runs) for k in runs[0]}
     result = {"machine": f"{platform.machine()}, {os.cpu_count()} CPUs", "from": "file://",
-              **figures, "load_average_1min_before": round(before, 1),
+              "runs": args.repeat, **figures, "load_average_1min_before": round(before, 1),
               "load_average_1min_after": round(os.getloadavg()[0], 1)}  # fmt: skip
     print(json.dumps(result, indent=1))
     if args.out:

@@ -14,8 +14,8 @@ here), ``pyodide.asm.mjs`` is imported from a ``blob:`` URL of its text, and whi
 starts a ``fetch`` shim answers its two requests (the ``.wasm``, the standard library) from
 those bytes. Then, for the element's current controls, the worker steps through
 :func:`~minitorch_dist.viz.live.live_steps` (the planner ranks a new problem in parts and the
-page shows "part k of n, N configurations scored") up to its ``live_result`` answer, renders it
-with ``render_live`` and posts the JSON and the HTML back; the page writes ``data-inputs``,
+page shows "part k of n, N configurations scored"; a ranking whose controls change meanwhile
+stops at its next part) up to its ``live_result`` answer, renders it with ``render_live`` and posts the JSON and the HTML back; the page writes ``data-inputs``,
 ``data-result`` (the JSON Python produced, untouched) and the HTML. ``data-state`` goes
 ``static`` -> ``loading`` -> ``ready`` (``busy`` while an answer is computed, ``error`` if
 Python could not start). No arithmetic here: the page shows what Python computed.
@@ -36,7 +36,7 @@ LIVE_JS = r"""
 
   // The worker: its source is this function's text, run from a blob: URL.
   function worker() {
-    var py = null, queue = Promise.resolve();
+    var py = null, queue = Promise.resolve(), cancelled = {};
     function bytes(entry) {
       if (Uint8Array.fromBase64) return Uint8Array.fromBase64(entry.base64);
       var bin = atob(entry.base64), out = new Uint8Array(bin.length);
@@ -91,6 +91,7 @@ LIVE_JS = r"""
       var job = py.globals.get("_live_job")(msg.kind, msg.inputs);
       try {
         for (;;) {
+          if (cancelled[msg.id]) return {cancelled: true};  // its inputs changed meanwhile
           var out = call(job);
           if (out[1] !== null && out[1] !== undefined) return {result: out[0], html: out[1]};
           self.postMessage({id: msg.id, progress: JSON.parse(out[0])});
@@ -102,11 +103,13 @@ LIVE_JS = r"""
     }
     self.onmessage = function (e) {
       var msg = e.data;
+      if (msg.cancel) { cancelled[msg.cancel] = true; return; }  // read between parts
       queue = queue.then(function () {
         if (msg.start) return start(msg);
         if (msg.run) return {value: py.runPython(msg.run)};
         return answer(msg);
       }).then(function (out) {
+        delete cancelled[msg.id];
         out.id = msg.id;
         self.postMessage(out);
       }, function (err) {
@@ -152,9 +155,10 @@ LIVE_JS = r"""
           var err = new Error("the Python worker failed: " + (e.message || "it could not start"));
           Object.keys(pending).forEach(function (id) { pending[id].reject(err); delete pending[id]; });
         };
-        function send(msg, progress) {
+        function send(msg, progress, sent) {
           return new Promise(function (resolve, reject) {
             msg.id = ++next;
+            if (sent) sent(msg.id);
             pending[msg.id] = {resolve: resolve, reject: reject, progress: progress || function () {}};
             w.postMessage(msg);
           });
@@ -164,9 +168,10 @@ LIVE_JS = r"""
         await send({start: true, files: sent, indexURL: pyodideURL});
         var live = {
           seconds: (performance.now() - t0) / 1000,
-          ask: function (kind, values, progress) {
-            return send({kind: kind, inputs: JSON.stringify(values)}, progress);
+          ask: function (kind, values, progress, sent) {
+            return send({kind: kind, inputs: JSON.stringify(values)}, progress, sent);
           },
+          cancel: function (id) { w.postMessage({cancel: id}); },
           run: function (code) { return send({run: code}).then(function (m) { return m.value; }); },
         };
         window.minitorchLive = live;
@@ -181,7 +186,7 @@ LIVE_JS = r"""
     var selects = Array.prototype.slice.call(el.querySelectorAll("select[data-control]"));
     var status = el.querySelector(".live-status");
     var output = el.querySelector(".live-output");
-    var running = false, again = false;
+    var running = false, again = false, asked = null;
     function say(text) { if (status) status.textContent = text; }
     function inputs() {
       var v = {};
@@ -190,7 +195,11 @@ LIVE_JS = r"""
     }
     function seconds(ms) { return ms < 1000 ? Math.round(ms) + " ms" : (ms / 1000).toFixed(1) + " s"; }
     async function answer() {
-      if (running) { again = true; return; }
+      if (running) {  // a newer answer is wanted: stop the one being computed at its next part
+        again = true;
+        if (asked !== null && window.minitorchLive) window.minitorchLive.cancel(asked);
+        return;
+      }
       running = true;
       try {
         do {
@@ -204,8 +213,9 @@ LIVE_JS = r"""
             say("Python is ranking every configuration of this problem: part " + p.done +
                 " of " + p.parts + ", " + p.configurations.toLocaleString("en-US") +
                 " configurations scored (" + seconds(performance.now() - t0) + ")...");
-          });
-          if (again) continue;  // a control changed meanwhile: answer the new values
+          }, function (id) { asked = id; });
+          asked = null;
+          if (again || out.cancelled) continue;  // a control changed meanwhile: answer the new values
           output.innerHTML = out.html;
           el.setAttribute("data-inputs", JSON.stringify(values));
           el.setAttribute("data-result", out.result);
