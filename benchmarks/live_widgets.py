@@ -76,9 +76,11 @@ def _watched(page) -> dict[str, float]:
         "() => { const w = window.__watch; clearInterval(w.timer); return [w.ranking, w.longest,"
         " [...w.lines].filter(t => t.includes('configurations scored')).length]; }"
     )
-    return {"planner_longest_blocked_while_ranking_s": round(got[0] / 1000, 2),
-            "planner_longest_blocked_s": round(got[1] / 1000, 2),
-            "planner_progress_messages": got[2]}  # fmt: skip
+    return {
+        "planner_longest_blocked_while_ranking_s": round(got[0] / 1000, 2),
+        "planner_longest_blocked_s": round(got[1] / 1000, 2),
+        "planner_progress_messages": got[2],
+    }
 
 
 def measure(html: Path) -> dict[str, float]:
@@ -133,9 +135,14 @@ def main() -> None:
     before = os.getloadavg()[0]
     runs = [measure(args.html) for _ in range(args.repeat)]
     figures = {k: statistics.median(run[k] for run in runs) for k in runs[0]}
-    result = {"machine": f"{platform.machine()}, {os.cpu_count()} CPUs", "from": "file://",
-              "runs": args.repeat, **figures, "load_average_1min_before": round(before, 1),
-              "load_average_1min_after": round(os.getloadavg()[0], 1)}  # fmt: skip
+    result = {
+        "machine": f"{platform.machine()}, {os.cpu_count()} CPUs",
+        "from": "file://",
+        "runs": args.repeat,
+        **figures,
+        "load_average_1min_before": round(before, 1),
+        "load_average_1min_after": round(os.getloadavg()[0], 1),
+    }
     print(json.dumps(result, indent=1))
     if args.out:
         args.out.write_text(json.dumps(result, indent=1) + "\n")

@@ -136,9 +136,12 @@ def test_the_pages_python_runs_from_the_zip_alone(tmp_path):
 
 @pytest.mark.parametrize(
     "problem",
-    [("llama-3-70b", "dgx-h100", 64, 256, 4096), ("llama-3-8b", "dgx-h100", 16, 64, 8192),
-     ("mixtral-8x7b", "dgx-h100", 32, 128, 4096)],
-)  # fmt: skip
+    [
+        ("llama-3-70b", "dgx-h100", 64, 256, 4096),
+        ("llama-3-8b", "dgx-h100", 16, 64, 8192),
+        ("mixtral-8x7b", "dgx-h100", 32, 128, 4096),
+    ],
+)
 def test_the_ranking_in_parts_is_plans(problem, monkeypatch):
     """The page ranks a new problem one (tp, pp) part at a time: the rows, ranked, are plan()'s,
     in plan()'s order; the parts cover every layout pair once, and counting goes up."""
@@ -187,6 +190,7 @@ def test_the_pages_script_parses_and_needs_no_network(tmp_path):
     if node is None:
         pytest.skip("node is not installed")
     (tmp_path / "live.js").write_text(LIVE_JS)
-    run = subprocess.run([node, "--check", str(tmp_path / "live.js")], capture_output=True,
-                         text=True, timeout=60)  # fmt: skip
+    run = subprocess.run(
+        [node, "--check", str(tmp_path / "live.js")], capture_output=True, text=True, timeout=60
+    )
     assert run.returncode == 0, run.stderr

@@ -126,8 +126,9 @@ def _predictor(v: dict[str, Any]) -> dict[str, Any]:
             "verdict": verdict}  # fmt: skip
 
 
-def _plan_parts(model: str, cluster: str, gpus: int, global_batch: int, seq_len: int
-                ) -> Iterator[tuple[int, int, int]]:  # fmt: skip
+def _plan_parts(
+    model: str, cluster: str, gpus: int, global_batch: int, seq_len: int
+) -> Iterator[tuple[int, int, int]]:
     """Rank a problem in parts, one ``(tp, pp)`` pair of :func:`~minitorch_dist.planner.layouts`
     at a time (``plan(..., only={"tp": tp, "pp": pp})``), yielding ``(parts done, parts,
     configurations so far)`` after each; the rows of every part, ranked by

@@ -30,8 +30,10 @@ def data_script(name: str, data: bytes) -> str:
     else:
         entry["base64"] = base64.b64encode(data).decode("ascii")
     body = json.dumps(entry, ensure_ascii=True, separators=(",", ":"))
-    return ("(self.minitorchLiveFiles = self.minitorchLiveFiles || {})"
-            f"[{json.dumps(name)}] = {body};\n")  # fmt: skip
+    return (
+        "(self.minitorchLiveFiles = self.minitorchLiveFiles || {})"
+        f"[{json.dumps(name)}] = {body};\n"
+    )
 
 
 def write_data_script(path: Path, name: str | None = None) -> Path:
