@@ -99,8 +99,10 @@ def main() -> None:
             times.append(t)
             rows.append(f"| {layout} | {rank} | {n:g} | {t * 1e3:.2f} | {t * 1e3 / n:.3f} |")
         counted = [blocks(r, args.cp, layout) for r in range(args.cp)]
-        summary[layout] = (max(times) / statistics.mean(times),
-                           max(counted) / statistics.mean(counted))  # fmt: skip
+        summary[layout] = (
+            max(times) / statistics.mean(times),
+            max(counted) / statistics.mean(counted),
+        )
     name, tag = device_tag(device)
     lines = [
         f"<!-- Device: one {name}, torch {torch.__version__}; one process times every rank's "

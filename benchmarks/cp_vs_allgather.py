@@ -49,8 +49,9 @@ def parse() -> argparse.Namespace:
 
 
 def measure(args: argparse.Namespace, seq: int) -> dict:
-    shape = dict(batch=args.batch, heads=args.heads, kv_heads=args.kv_heads, seq=seq,
-                 head_dim=args.head_dim)  # fmt: skip
+    shape = dict(
+        batch=args.batch, heads=args.heads, kv_heads=args.kv_heads, seq=seq, head_dim=args.head_dim
+    )
     cp = args.world_size
     rows = {}
     for method in progress(METHODS, desc=f"methods at s={seq}"):
@@ -64,13 +65,22 @@ def measure(args: argparse.Namespace, seq: int) -> dict:
             "saved": max(r["saved_bytes"] for r in ranks),
             "peak": max(r["peak_bytes"] for r in ranks),
             "time": max(r["step_s"] for r in ranks),  # the slowest rank sets the pace
-            "sent": max(sent), "bytes_ok": all(s == formula for s in sent), "formula": formula,
-        }  # fmt: skip
-    contiguous = [r["step_s"] for r in measure_attention(cp, method="ring", layout="contiguous",
-                                                         repeats=args.repeats, timeout=600,
-                                                         **shape)]  # fmt: skip
-    zigzag = [r["step_s"] for r in measure_attention(cp, method="ring", layout="zigzag",
-                                                     repeats=args.repeats, timeout=600, **shape)]  # fmt: skip
+            "sent": max(sent),
+            "bytes_ok": all(s == formula for s in sent),
+            "formula": formula,
+        }
+    contiguous = [
+        r["step_s"]
+        for r in measure_attention(
+            cp, method="ring", layout="contiguous", repeats=args.repeats, timeout=600, **shape
+        )
+    ]
+    zigzag = [
+        r["step_s"]
+        for r in measure_attention(
+            cp, method="ring", layout="zigzag", repeats=args.repeats, timeout=600, **shape
+        )
+    ]
     rows["layouts"] = {"contiguous": contiguous, "zigzag": zigzag}
     return rows
 
@@ -97,9 +107,11 @@ def report(args: argparse.Namespace, results: dict[int, dict]) -> str:
             if method not in rows:
                 continue
             r = rows[method]
-            lines.append(f"| {seq} | {method} | {r['saved'] / 1024:,.1f} | {r['peak'] / 1024:,.1f} "
-                         f"| {1e3 * r['time']:.1f} | {r['sent']:,} | "
-                         f"{r['sent'] / r['formula']:.4f} |")  # fmt: skip
+            lines.append(
+                f"| {seq} | {method} | {r['saved'] / 1024:,.1f} | {r['peak'] / 1024:,.1f} "
+                f"| {1e3 * r['time']:.1f} | {r['sent']:,} | "
+                f"{r['sent'] / r['formula']:.4f} |"
+            )
     lines.append("")
     for seq, rows in results.items():
         ring, gathered = rows["ring"], rows["allgather"]
@@ -113,7 +125,7 @@ def report(args: argparse.Namespace, results: dict[int, dict]) -> str:
             f"slowest / fastest rank: contiguous {spread['contiguous']:.2f}, zig-zag "
             f"{spread['zigzag']:.2f}; every rank's bytes = formula: "
             f"{all(r['bytes_ok'] for k, r in rows.items() if k != 'layouts')}"
-        )  # fmt: skip
+        )
     lines += [
         "- the ring keeps only this rank's K/V (and its output and log-sum-exp) for backward; "
         "all-gather K/V keeps all s keys and values, cp times more. The peak of one call is "
@@ -126,7 +138,7 @@ def report(args: argparse.Namespace, results: dict[int, dict]) -> str:
         "slowest one's: the slowest / fastest spread shows neither layout's imbalance. The "
         "WorkCounter does (tests and lab 8: 4r + 2 units contiguous, 2cp zig-zag); per-rank "
         "compute time on a GPU is left for a machine that has one.",
-    ]  # fmt: skip
+    ]
     return "\n".join(lines)
 
 

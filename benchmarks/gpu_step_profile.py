@@ -112,9 +112,15 @@ def main() -> None:
     fig.savefig(out / f"{tag}_gpu_step_memory.png", dpi=120)
 
     kernels = sorted(
-        (e for e in prof.key_averages() if e.device_time_total > 0 and not e.key.startswith(("forward", "backward", "optimizer", "ProfilerStep"))),
-        key=lambda e: e.device_time_total, reverse=True,
-    )[:10]  # fmt: skip
+        (
+            e
+            for e in prof.key_averages()
+            if e.device_time_total > 0
+            and not e.key.startswith(("forward", "backward", "optimizer", "ProfilerStep"))
+        ),
+        key=lambda e: e.device_time_total,
+        reverse=True,
+    )[:10]
     n = config.num_params()
     states = n * (2 + 2 + 4)  # bf16 params and grads, bf16 Adam moments: 2 + 2 + 2 * 2
     acts = llama_activation_bytes(config, seq_len=args.seq_len, micro_batch=args.micro_batch)

@@ -48,8 +48,12 @@ def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     add_model_args(parser, seq_len=64, micro_batch=4)
-    parser.add_argument("--dtype", choices=sorted(DTYPES), default="float32",
-                        help="params, grads, Adam states and activations (on the GPU run)")  # fmt: skip
+    parser.add_argument(
+        "--dtype",
+        choices=sorted(DTYPES),
+        default="float32",
+        help="params, grads, Adam states and activations (on the GPU run)",
+    )
     parser.add_argument("--fake-preset", default="llama-2-7b")
     parser.add_argument("--fake-seq-len", type=int, default=1024)
     parser.add_argument("--no-fake", action="store_true", help="skip the fake-tensor run")
@@ -86,8 +90,9 @@ def measure(
             cross_entropy(model(batch()[0]), batch()[1]).backward()
             model.zero_grad(set_to_none=True)
         got = measure_step(model, opt, batch)
-        acts = llama_activation_bytes(config, seq_len=seq_len, micro_batch=micro_batch,
-                                      dtype_bytes=p, recompute=recompute)  # fmt: skip
+        acts = llama_activation_bytes(
+            config, seq_len=seq_len, micro_batch=micro_batch, dtype_bytes=p, recompute=recompute
+        )
         if recompute == "none":
             if dtype in RECIPE_OF:
                 states = model_state_bytes(n, recipe=RECIPE_OF[dtype])
@@ -114,27 +119,42 @@ def fake_runs(args: argparse.Namespace) -> list[dict[str, Any]]:
         (torch.bfloat16, None, 2),
     )
     for dtype, autocast, p in progress(recipes, desc=f"fake-tensor steps of {config.name}"):
-        got = measure_step_fake(config, seq_len=args.fake_seq_len, micro_batch=1, dtype=dtype,
-                                autocast_dtype=autocast)  # fmt: skip
-        runs.append({
-            "preset": config.name, "seq_len": args.fake_seq_len, "micro_batch": 1,
-            "params_dtype": str(dtype).removeprefix("torch."),
-            "autocast": str(autocast).removeprefix("torch.") if autocast else None,
-            "bytes_per_param": round(got["bytes_per_param"], 4),
-            "activations": got["activations"],
-            "activations_predicted": None if p is None else llama_activation_bytes(
-                config, seq_len=args.fake_seq_len, micro_batch=1, dtype_bytes=p),
-            "peak_total": got["peak_total"], "seconds": round(got["seconds"], 2),
-        })  # fmt: skip
+        got = measure_step_fake(
+            config, seq_len=args.fake_seq_len, micro_batch=1, dtype=dtype, autocast_dtype=autocast
+        )
+        runs.append(
+            {
+                "preset": config.name,
+                "seq_len": args.fake_seq_len,
+                "micro_batch": 1,
+                "params_dtype": str(dtype).removeprefix("torch."),
+                "autocast": str(autocast).removeprefix("torch.") if autocast else None,
+                "bytes_per_param": round(got["bytes_per_param"], 4),
+                "activations": got["activations"],
+                "activations_predicted": None
+                if p is None
+                else llama_activation_bytes(
+                    config, seq_len=args.fake_seq_len, micro_batch=1, dtype_bytes=p
+                ),
+                "peak_total": got["peak_total"],
+                "seconds": round(got["seconds"], 2),
+            }
+        )
     return runs
 
 
 def print_table(title: str, rows: list[dict]) -> list[str]:
-    lines = [f"### {title}", "", "| | predicted | measured | measured / predicted |",
-             "|---|---:|---:|---:|"]  # fmt: skip
+    lines = [
+        f"### {title}",
+        "",
+        "| | predicted | measured | measured / predicted |",
+        "|---|---:|---:|---:|",
+    ]
     for r in rows:
-        lines.append(f"| {r['what']} | {format_bytes(r['predicted'])} ({r['predicted']:,}) | "
-                     f"{format_bytes(r['measured'])} ({r['measured']:,}) | {r['ratio']:.5f} |")  # fmt: skip
+        lines.append(
+            f"| {r['what']} | {format_bytes(r['predicted'])} ({r['predicted']:,}) | "
+            f"{format_bytes(r['measured'])} ({r['measured']:,}) | {r['ratio']:.5f} |"
+        )
     print("\n".join(lines) + "\n")
     return lines + [""]
 
@@ -143,14 +163,21 @@ def main() -> None:
     args = parse_args()
     config = config_from_args(args)
     results: dict[str, Any] = {
-        "machine": {"platform": platform.platform(), "processor": platform.processor(),
-                    "cpus": torch.get_num_threads(), "torch": torch.__version__,
-                    "gpu": torch.cuda.get_device_name() if torch.cuda.is_available() else None},
+        "machine": {
+            "platform": platform.platform(),
+            "processor": platform.processor(),
+            "cpus": torch.get_num_threads(),
+            "torch": torch.__version__,
+            "gpu": torch.cuda.get_device_name() if torch.cuda.is_available() else None,
+        },
         "config": dataclasses.asdict(config),
-        "seq_len": args.seq_len, "micro_batch": args.micro_batch,
-    }  # fmt: skip
-    md = [f"# Predicted vs measured memory: {config.name}, s={args.seq_len}, "
-          f"b={args.micro_batch}", ""]  # fmt: skip
+        "seq_len": args.seq_len,
+        "micro_batch": args.micro_batch,
+    }
+    md = [
+        f"# Predicted vs measured memory: {config.name}, s={args.seq_len}, b={args.micro_batch}",
+        "",
+    ]
     if args.device == "cpu":
         results["cpu"] = measure(config, args.seq_len, args.micro_batch, "cpu", "float32")
         md += print_table(f"CPU, fp32, {config.name} (tracker)", results["cpu"])
@@ -164,15 +191,20 @@ def main() -> None:
             print("no CUDA device: skipped the GPU comparison\n")
     if not args.no_fake:
         results["fake"] = fake_runs(args)
-        md += ["### Fake tensors (one Adam step, nothing allocated)", "",
-               "| model | params | autocast | B/param | activations | predicted | peak | wall |",
-               "|---|---|---|---:|---:|---:|---:|---:|"]  # fmt: skip
+        md += [
+            "### Fake tensors (one Adam step, nothing allocated)",
+            "",
+            "| model | params | autocast | B/param | activations | predicted | peak | wall |",
+            "|---|---|---|---:|---:|---:|---:|---:|",
+        ]
         for r in results["fake"]:
             pred = r["activations_predicted"]
-            md.append(f"| {r['preset']} s={r['seq_len']} | {r['params_dtype']} | {r['autocast']} | "
-                      f"{r['bytes_per_param']} | {format_bytes(r['activations'])} | "
-                      f"{format_bytes(pred) if pred else '-'} | {format_bytes(r['peak_total'])} | "
-                      f"{r['seconds']} s |")  # fmt: skip
+            md.append(
+                f"| {r['preset']} s={r['seq_len']} | {r['params_dtype']} | {r['autocast']} | "
+                f"{r['bytes_per_param']} | {format_bytes(r['activations'])} | "
+                f"{format_bytes(pred) if pred else '-'} | {format_bytes(r['peak_total'])} | "
+                f"{r['seconds']} s |"
+            )
         print("\n".join(md[md.index("### Fake tensors (one Adam step, nothing allocated)") :]))
     if args.out:
         with open(args.out, "w") as f:

@@ -24,8 +24,13 @@ from common import emit
 
 from minitorch_dist.expert_parallel.bias_balance import balance_run
 
-METHODS = (("none", {}), ("aux", {"aux_alpha": 0.01}), ("aux", {"aux_alpha": 0.1}),
-           ("bias", {}), ("bias+seq", {}))  # fmt: skip
+METHODS = (
+    ("none", {}),
+    ("aux", {"aux_alpha": 0.01}),
+    ("aux", {"aux_alpha": 0.1}),
+    ("bias", {}),
+    ("bias+seq", {}),
+)
 
 
 def parse_args() -> argparse.Namespace:
@@ -67,14 +72,18 @@ def main() -> None:
         "|---|---:|---:|---:|---:|",
     ]
     for method, kw in METHODS:
-        runs = [balance_run(method, steps=args.steps, speed=args.speed, seed=s, **kw)
-                for s in range(args.seeds)]  # fmt: skip
+        runs = [
+            balance_run(method, steps=args.steps, speed=args.speed, seed=s, **kw)
+            for s in range(args.seeds)
+        ]
         imb = mean(mean(r["imbalance"][h:]) for r in runs)
         worst = max(max(r["imbalance"][h:]) for r in runs)
         drop = mean(mean(r["dropped"][h:]) for r in runs)
         loss = mean(mean(r["loss"][h:]) for r in runs)
-        lines.append(f"| {label(method, kw, args.speed)} | {imb:.2f} | {worst:.2f} | "
-                     f"{drop:.1%} | {loss:.4f} |")  # fmt: skip
+        lines.append(
+            f"| {label(method, kw, args.speed)} | {imb:.2f} | {worst:.2f} | "
+            f"{drop:.1%} | {loss:.4f} |"
+        )
     emit("\n".join(lines), args.out)
 
 

@@ -59,39 +59,71 @@ def parse_args() -> argparse.Namespace:
 
 def dispatch_rows(args: argparse.Namespace) -> list[dict]:
     free = MoEConfig(experts=args.experts, top_k=args.top_k, expert_ffn=args.expert_ffn)
-    capped = MoEConfig(experts=args.experts, top_k=args.top_k, expert_ffn=args.expert_ffn,
-                       capacity_factor=args.capacity_factor)  # fmt: skip
+    capped = MoEConfig(
+        experts=args.experts,
+        top_k=args.top_k,
+        expert_ffn=args.expert_ffn,
+        capacity_factor=args.capacity_factor,
+    )
     rows = []
     for routing in progress(ROUTINGS, desc="routings"):
         for mode, moe in (("dropless", free), ("capacity", capped)):
-            runs = measure_dispatch(args.world_size, tokens=args.tokens, hidden=args.hidden,
-                                    moe=moe, dispatch_mode=mode, routing=routing,
-                                    repeats=args.repeats, timeout=600)  # fmt: skip
+            runs = measure_dispatch(
+                args.world_size,
+                tokens=args.tokens,
+                hidden=args.hidden,
+                moe=moe,
+                dispatch_mode=mode,
+                routing=routing,
+                repeats=args.repeats,
+                timeout=600,
+            )
             counts = [sum(c) for c in zip(*(r["tokens_per_expert"] for r in runs))]
-            rows.append({"routing": routing, "mode": mode,
-                         "bytes": max(r["step_bytes"] for r in runs),
-                         "rank0_bytes": runs[0]["step_bytes"],
-                         "seconds": max(r["best_seconds"] for r in runs),
-                         "imbalance": max(counts) / (sum(counts) / len(counts)),
-                         "dropped": sum(r["dropped"] for r in runs)})  # fmt: skip
+            rows.append(
+                {
+                    "routing": routing,
+                    "mode": mode,
+                    "bytes": max(r["step_bytes"] for r in runs),
+                    "rank0_bytes": runs[0]["step_bytes"],
+                    "seconds": max(r["best_seconds"] for r in runs),
+                    "imbalance": max(counts) / (sum(counts) / len(counts)),
+                    "dropped": sum(r["dropped"] for r in runs),
+                }
+            )
     return rows
 
 
 def imbalance_runs(args: argparse.Namespace) -> dict[float, dict]:
     config = TINY_MOE[0]
     moe = MoEConfig(experts=args.experts, top_k=args.top_k, expert_ffn=32)
-    return {alpha: train_with_aux_loss(args.world_size, steps=args.steps, aux_alpha=alpha,
-                                       moe=moe, config=config, lr=args.lr, timeout=1200)
-            for alpha in (0.0, args.aux_alpha)}  # fmt: skip
+    return {
+        alpha: train_with_aux_loss(
+            args.world_size,
+            steps=args.steps,
+            aux_alpha=alpha,
+            moe=moe,
+            config=config,
+            lr=args.lr,
+            timeout=1200,
+        )
+        for alpha in (0.0, args.aux_alpha)
+    }
 
 
 def report(args: argparse.Namespace, rows: list[dict], runs: dict[float, dict]) -> str:
     el, ep, k = 4, args.world_size, args.top_k
-    formula = all_to_all_bytes(tokens=args.tokens, top_k=k, hidden=args.hidden, ep=ep,
-                               bytes_per_element=el)  # fmt: skip
-    buffer = capacity_buffer_bytes(tokens=args.tokens, top_k=k, hidden=args.hidden, ep=ep,
-                                   experts=args.experts, capacity_factor=args.capacity_factor,
-                                   bytes_per_element=el)  # fmt: skip
+    formula = all_to_all_bytes(
+        tokens=args.tokens, top_k=k, hidden=args.hidden, ep=ep, bytes_per_element=el
+    )
+    buffer = capacity_buffer_bytes(
+        tokens=args.tokens,
+        top_k=k,
+        hidden=args.hidden,
+        ep=ep,
+        experts=args.experts,
+        capacity_factor=args.capacity_factor,
+        bytes_per_element=el,
+    )
     get = {(r["routing"], r["mode"]): r for r in rows}
     lines = [
         f"<!-- {platform.platform()}, torch {torch.__version__}, Python {sys.version.split()[0]},"
@@ -111,8 +143,10 @@ def report(args: argparse.Namespace, rows: list[dict], runs: dict[float, dict]) 
         "|---|---|---:|---:|---:|---:|",
     ]
     for r in rows:
-        lines.append(f"| {r['routing']} | {r['mode']} | {r['bytes']:,} | {r['seconds'] * 1e3:.1f} "
-                     f"| {r['imbalance']:.2f} | {r['dropped']} |")  # fmt: skip
+        lines.append(
+            f"| {r['routing']} | {r['mode']} | {r['bytes']:,} | {r['seconds'] * 1e3:.1f} "
+            f"| {r['imbalance']:.2f} | {r['dropped']} |"
+        )
     uni_free, uni_cap = get["uniform", "dropless"], get["uniform", "capacity"]
     assert uni_free["bytes"] == ep_step_bytes(formula), "dropless bytes differ from the formula"
     assert all(r["bytes"] == ep_step_bytes(buffer) for r in rows if r["mode"] == "capacity")
@@ -159,11 +193,14 @@ def main() -> None:
     if args.figure:
         from minitorch_dist.expert_parallel.plots import plot_imbalance
 
-        fig = plot_imbalance({"no auxiliary loss": runs[0.0]["imbalance"],
-                              f"{args.aux_alpha} x aux loss (topk)":
-                                  runs[args.aux_alpha]["imbalance"]},
-                             title=f"Tiny Llama, {args.experts} experts, top-{args.top_k}, "
-                                   f"ep={args.world_size}: load imbalance per step")  # fmt: skip
+        fig = plot_imbalance(
+            {
+                "no auxiliary loss": runs[0.0]["imbalance"],
+                f"{args.aux_alpha} x aux loss (topk)": runs[args.aux_alpha]["imbalance"],
+            },
+            title=f"Tiny Llama, {args.experts} experts, top-{args.top_k}, "
+            f"ep={args.world_size}: load imbalance per step",
+        )
         fig.savefig(args.figure, dpi=80)
         print(f"wrote {args.figure}")
 

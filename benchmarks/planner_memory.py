@@ -102,11 +102,16 @@ def main() -> None:
             "grads": 2 * predicted["grads"],
         }
         predicted["activations"] *= 2  # Korthikanti counts 2-byte activations
-        predicted["total"] = sum(predicted[k] for k in ("params", "grads", "optimizer",
-                                                        "activations", "logits"))  # fmt: skip
-    llama_acts = llama_activation_bytes(config, seq_len=seq_len, micro_batch=micro_batch,
-                                        dtype_bytes=2 if args.device == "cuda" else 4,
-                                        recompute="selective")  # fmt: skip
+        predicted["total"] = sum(
+            predicted[k] for k in ("params", "grads", "optimizer", "activations", "logits")
+        )
+    llama_acts = llama_activation_bytes(
+        config,
+        seq_len=seq_len,
+        micro_batch=micro_batch,
+        dtype_bytes=2 if args.device == "cuda" else 4,
+        recompute="selective",
+    )
     start = time.perf_counter()
     got = train_two_steps(config, seq_len, micro_batch, args.device)
     seconds = time.perf_counter() - start
@@ -119,7 +124,8 @@ def main() -> None:
         "",
         f"{config.name}: {config.num_params():,} parameters, seq_len {seq_len}, micro-batch "
         f"{micro_batch}, dp = tp = pp = 1, bf16 params/grads + fp32 master and Adam"
-        + (" (CPU: fp32 model)" if args.device == "cpu" else "") + f"; ran in {seconds:.1f} s.",
+        + (" (CPU: fp32 model)" if args.device == "cpu" else "")
+        + f"; ran in {seconds:.1f} s.",
         "",
         "| part | bytes | |",
         "|---|---:|---|",
@@ -129,14 +135,16 @@ def main() -> None:
         f"| **planner: predicted peak** | {predicted['total']:,} | {format_bytes(predicted['total'])} |",
         f"| Llama-aware activations (chapter 1), for reference | {llama_acts:,} | {format_bytes(llama_acts)} |",
         *(
-            [f"| allocated when the measured step starts | {got['before']:,} | {format_bytes(got['before'])} |"]
+            [
+                f"| allocated when the measured step starts | {got['before']:,} | {format_bytes(got['before'])} |"
+            ]
             if got["before"] is not None
             else []
         ),
         f"| **measured peak** ({'max_memory_allocated' if args.device == 'cuda' else 'MemoryTracker'}) | {got['peak']:,} | {format_bytes(got['peak'])} |",
         "",
         f"measured / predicted = {got['peak'] / predicted['total']:.3f}",
-    ]  # fmt: skip
+    ]
     write_result("\n".join(lines) + "\n", args.out, f"{tag}_planner_memory.md")
 
 

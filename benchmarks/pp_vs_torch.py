@@ -78,9 +78,13 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--steps", type=int, default=3, help="steps per timed turn")
     p.add_argument("--repeats", type=int, default=5, help="turns per variant (median reported)")
     p.add_argument("--out", help="also write the table as markdown to this path")
-    p.add_argument("--torch-venvs", nargs="+", metavar="VENV",
-                   help="run under each virtual environment's python (e.g. .venv and one with "
-                        "the newest torch) and report every torch's table")  # fmt: skip
+    p.add_argument(
+        "--torch-venvs",
+        nargs="+",
+        metavar="VENV",
+        help="run under each virtual environment's python (e.g. .venv and one with "
+        "the newest torch) and report every torch's table",
+    )
     p.add_argument("--json", help=argparse.SUPPRESS)  # --torch-venvs: where a run leaves its report
     return p.parse_args()
 
@@ -172,8 +176,9 @@ def compare(
         out[variant]["loss"] = step(variant)
         dist.barrier()
         events[variant].clear()
-        out[variant]["peak"] = _peak_of_one_step(lambda v=variant: step(v), chunks[variant], device,
-                                                 (inputs, targets))  # fmt: skip
+        out[variant]["peak"] = _peak_of_one_step(
+            lambda v=variant: step(v), chunks[variant], device, (inputs, targets)
+        )
         dist.barrier()
         out[variant]["events"] = list(events[variant])
         events[variant].clear()
@@ -267,8 +272,10 @@ def report(args: argparse.Namespace, config: LlamaConfig, results: list[dict]) -
         sent = ", ".join(f"{r[v]['sent']:,}" for r in results)
         share = ", ".join(f"{r[v]['sent'] / f:.3f}" for r, f in zip(results, formula))
         bubble = measured_bubble([r[v]["events"] for r in results])
-        lines.append(f"| {v} | {1e3 * seconds[v]:.1f} | {losses[v]:.5f} | {peaks} | {sent} | "
-                     f"{share} | {bubble:.1%} |")  # fmt: skip
+        lines.append(
+            f"| {v} | {1e3 * seconds[v]:.1f} | {losses[v]:.5f} | {peaks} | {sent} | "
+            f"{share} | {bubble:.1%} |"
+        )
     lines.append("")
     measured = ratios(results)
     for kind in ("1f1b", "gpipe"):
@@ -310,8 +317,11 @@ def under_each_torch(args: argparse.Namespace) -> None:
             raise SystemExit(f"--torch-venvs: {python} does not exist (make the venv first)")
         with tempfile.TemporaryDirectory() as tmp:
             found = Path(tmp) / "run.json"
-            subprocess.run([str(python), os.path.abspath(__file__), *passed, "--json", str(found)],
-                           check=True, stdout=subprocess.DEVNULL)  # fmt: skip
+            subprocess.run(
+                [str(python), os.path.abspath(__file__), *passed, "--json", str(found)],
+                check=True,
+                stdout=subprocess.DEVNULL,
+            )
             runs.append(json.loads(found.read_text()))
     versions = " and ".join(r["ratios"]["torch"] for r in runs)
     lines = [
@@ -328,8 +338,10 @@ def under_each_torch(args: argparse.Namespace) -> None:
     ]
     for run in runs:
         r = run["ratios"]
-        cells = [f"{r[k]['time']:.2f} | {', '.join(f'{x:.3f}' for x in r[k]['memory'])}"
-                 for k in ("1f1b", "gpipe")]  # fmt: skip
+        cells = [
+            f"{r[k]['time']:.2f} | {', '.join(f'{x:.3f}' for x in r[k]['memory'])}"
+            for k in ("1f1b", "gpipe")
+        ]
         lines.append(f"| {r['torch']} | {cells[0]} | {cells[1]} | {r['loss spread']:.1e} |")
     for run in runs:  # each report's title becomes a section of this file
         lines += ["", run["report"].replace("\n# ", "\n## ", 1)]

@@ -82,8 +82,10 @@ def main() -> None:
     x, y = synthetic_batch(config.vocab_size, args.micro_batch, args.seq_len)
     batch = (x.to(args.device), y.to(args.device))
     runs = [("none", "none")] + [(p, i) for p in ("selective", "full") for i in IMPLS]
-    models = {run: make(config, run[0], "ours" if run[1] == "none" else run[1], args.device, dtype)
-              for run in runs}  # fmt: skip
+    models = {
+        run: make(config, run[0], "ours" if run[1] == "none" else run[1], args.device, dtype)
+        for run in runs
+    }
     memory = {
         run: measure(model, batch) for run, model in progress(models.items(), len(models), "memory")
     }
@@ -112,8 +114,11 @@ def main() -> None:
             f"{peak / ref_peak:.3f} | {t * 1e3:.1f} ms | {t / seconds[('none', 'none')]:.2f} | "
             f"{t / seconds[ref]:.2f} |"
         )
-    lines += ["", "Peaks are tracked tensor bytes" + (
-        " (GPU: growth of max_memory_allocated)." if args.device == "cuda" else ".")]  # fmt: skip
+    lines += [
+        "",
+        "Peaks are tracked tensor bytes"
+        + (" (GPU: growth of max_memory_allocated)." if args.device == "cuda" else "."),
+    ]
     emit("\n".join(lines), args.out)
 
 

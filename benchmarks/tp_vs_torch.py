@@ -112,8 +112,9 @@ def torch_block_plan(sp: bool) -> dict[str, Any]:
     )
 
     seq = Shard(1) if sp else Replicate()
-    plan: dict[str, Any] = {name: ColwiseParallel() for name in
-                            ("attn.wq", "attn.wk", "attn.wv", "mlp.w1", "mlp.w3")}  # fmt: skip
+    plan: dict[str, Any] = {
+        name: ColwiseParallel() for name in ("attn.wq", "attn.wk", "attn.wv", "mlp.w1", "mlp.w3")
+    }
     plan["attn.wo"] = RowwiseParallel(output_layouts=seq)
     plan["mlp.w2"] = RowwiseParallel(output_layouts=seq)
     if sp:
@@ -121,8 +122,9 @@ def torch_block_plan(sp: bool) -> dict[str, Any]:
         plan["attn"] = PrepareModuleInput(
             input_layouts=(Shard(1), None, None), desired_input_layouts=(Replicate(), None, None)
         )
-        plan["mlp"] = PrepareModuleInput(input_layouts=(Shard(1),),
-                                         desired_input_layouts=(Replicate(),))  # fmt: skip
+        plan["mlp"] = PrepareModuleInput(
+            input_layouts=(Shard(1),), desired_input_layouts=(Replicate(),)
+        )
     return plan
 
 
@@ -132,8 +134,9 @@ def _mesh(device: torch.device, world_size: int) -> Any:
     return DeviceMesh(device.type, list(range(world_size)))
 
 
-def _build(variant: str, config: LlamaConfig, device: torch.device, world_size: int,
-           vocab_multiple: int) -> tuple[Any, Any]:  # fmt: skip
+def _build(
+    variant: str, config: LlamaConfig, device: torch.device, world_size: int, vocab_multiple: int
+) -> tuple[Any, Any]:
     """The model of ``variant`` and its loss ``(model, x, y) -> loss`` (backward inside)."""
     torch.manual_seed(0)
     model = Llama(config).to(device)
@@ -166,8 +169,14 @@ def _sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def _block_bytes(variant: str, config: LlamaConfig, device: torch.device, world_size: int,
-                 micro_batch: int, seq_len: int) -> float:  # fmt: skip
+def _block_bytes(
+    variant: str,
+    config: LlamaConfig,
+    device: torch.device,
+    world_size: int,
+    micro_batch: int,
+    seq_len: int,
+) -> float:
     """Bytes this rank sends in one Block's forward + backward, weights frozen."""
     sp = variant.endswith("_sp")
     torch.manual_seed(0)
@@ -191,8 +200,18 @@ def _block_bytes(variant: str, config: LlamaConfig, device: torch.device, world_
     return cc.total_bytes_sent
 
 
-def compare(rank: int, world_size: int, config: LlamaConfig, *, micro_batch: int, seq_len: int,
-            steps: int, repeats: int, vocab_multiple: int, device: str) -> dict[str, Any]:  # fmt: skip
+def compare(
+    rank: int,
+    world_size: int,
+    config: LlamaConfig,
+    *,
+    micro_batch: int,
+    seq_len: int,
+    steps: int,
+    repeats: int,
+    vocab_multiple: int,
+    device: str,
+) -> dict[str, Any]:
     """Median seconds per step, bytes per step and per Block, and losses, of each variant."""
     torch.set_num_threads(1) if device == "cpu" else None
     dev = torch.device(device)
@@ -225,8 +244,12 @@ def compare(rank: int, world_size: int, config: LlamaConfig, *, micro_batch: int
             step(v)
         sent[v] = cc.total_bytes_sent
     blocks = {v: _block_bytes(v, config, dev, world_size, micro_batch, seq_len) for v in VARIANTS}
-    return {"seconds": {v: statistics.median(s) for v, s in seconds.items()},
-            "step_bytes": sent, "block_bytes": blocks, "losses": losses}  # fmt: skip
+    return {
+        "seconds": {v: statistics.median(s) for v, s in seconds.items()},
+        "step_bytes": sent,
+        "block_bytes": blocks,
+        "losses": losses,
+    }
 
 
 def parse_args() -> argparse.Namespace:
@@ -245,11 +268,19 @@ def parse_args() -> argparse.Namespace:
 def report(args: argparse.Namespace, config: LlamaConfig, result: dict) -> str:
     sec, block, step = result["seconds"], result["block_bytes"], result["step_bytes"]
     n, p = args.world_size, 4  # fp32
-    shape = dict(micro_batch=args.micro_batch, seq_len=args.seq_len, hidden=config.hidden, tp=n,
-                 bytes_per_element=p)  # fmt: skip
+    shape = dict(
+        micro_batch=args.micro_batch,
+        seq_len=args.seq_len,
+        hidden=config.hidden,
+        tp=n,
+        bytes_per_element=p,
+    )
     formula = {v: tp_comm_bytes(**shape, sp=v.endswith("_sp")) for v in VARIANTS}
-    gap = max(abs(a - b) for u, v in (("ours_tp", "torch_tp"), ("ours_tp_sp", "torch_tp_sp"))
-              for a, b in zip(result["losses"][u], result["losses"][v]))  # fmt: skip
+    gap = max(
+        abs(a - b)
+        for u, v in (("ours_tp", "torch_tp"), ("ours_tp_sp", "torch_tp_sp"))
+        for a, b in zip(result["losses"][u], result["losses"][v])
+    )
     lines = [
         f"<!-- {platform.platform()}, torch {torch.__version__}, Python {sys.version.split()[0]},"
         f" {os.cpu_count()} CPUs, device {args.device} -->",
@@ -264,13 +295,17 @@ def report(args: argparse.Namespace, config: LlamaConfig, result: dict) -> str:
         "|---|---:|---:|---:|---:|",
     ]
     for v in VARIANTS:
-        lines.append(f"| {v} | {1e3 * sec[v]:.1f} | {block[v]:,.0f} | "
-                     f"{block[v] / formula[v]:.4f} | {step[v]:,.0f} |")  # fmt: skip
+        lines.append(
+            f"| {v} | {1e3 * sec[v]:.1f} | {block[v]:,.0f} | "
+            f"{block[v] / formula[v]:.4f} | {step[v]:,.0f} |"
+        )
     lines.append("")
     for ours, theirs in (("ours_tp", "torch_tp"), ("ours_tp_sp", "torch_tp_sp")):
         ratio = sec[ours] / sec[theirs]
-        lines.append(f"- {ours} / {theirs} step time: **{ratio:.2f}** (goal <= {GOAL}: "
-                     f"{'met' if ratio <= GOAL else 'NOT met'})")  # fmt: skip
+        lines.append(
+            f"- {ours} / {theirs} step time: **{ratio:.2f}** (goal <= {GOAL}: "
+            f"{'met' if ratio <= GOAL else 'NOT met'})"
+        )
     lines += [
         f"- formula per Block: 8 b s h (t - 1) / t x {p} B = {formula['ours_tp']:,} bytes "
         "(the same with sp: each all-reduce becomes a reduce-scatter + an all-gather)",

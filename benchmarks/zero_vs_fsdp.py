@@ -48,10 +48,16 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--world", type=int, default=4, help="ranks (torchrun: its nproc)")
     add_model_args(parser, seq_len=64, micro_batch=2)
     parser.add_argument("--steps", type=int, default=5, help="timed steps after one warm-up")
-    parser.add_argument("--all-stages", action="store_true",
-                        help="also run stages 0-2 and offload (always on with --device cuda)")  # fmt: skip
-    parser.add_argument("--no-prefetch", action="store_true",
-                        help="ZeRO-3 without prefetching (on one H100 its peak then equals FSDP2's)")  # fmt: skip
+    parser.add_argument(
+        "--all-stages",
+        action="store_true",
+        help="also run stages 0-2 and offload (always on with --device cuda)",
+    )
+    parser.add_argument(
+        "--no-prefetch",
+        action="store_true",
+        help="ZeRO-3 without prefetching (on one H100 its peak then equals FSDP2's)",
+    )
     parser.add_argument("--out", help="also write the tables as markdown to this path")
     return parser.parse_args()
 
@@ -78,11 +84,18 @@ def _run(rank: int, world: int, which: str, config: LlamaConfig, args: Any) -> d
     else:  # "zeroK" or "zeroK+offload"; each Block a unit, the rest in the root: as FSDP2's
         stage = int(which[4])
         extra = {"prefetch": False} if stage == 3 and args.no_prefetch else {}
-        opt = zero_optimizer(model, stage, lr=1e-3, units=lambda m: list(m.layers),
-                             offload=which.endswith("+offload"), **extra)  # fmt: skip
+        opt = zero_optimizer(
+            model,
+            stage,
+            lr=1e-3,
+            units=lambda m: list(m.layers),
+            offload=which.endswith("+offload"),
+            **extra,
+        )
         inner = opt.optimizer.optimizer if opt.offload else opt.optimizer  # a torch Adam
-    batches = make_batches(config.vocab_size, args.micro_batch * world, args.seq_len,
-                           args.steps + 2)  # fmt: skip
+    batches = make_batches(
+        config.vocab_size, args.micro_batch * world, args.seq_len, args.steps + 2
+    )
     batches = [tuple(t.to(device) for t in rank_batch(b, rank, world)) for b in batches]
 
     def step(batch: tuple[torch.Tensor, torch.Tensor]) -> float:
@@ -119,55 +132,87 @@ def _run(rank: int, world: int, which: str, config: LlamaConfig, args: Any) -> d
 def main() -> None:
     args = parse_args()
     config = config_from_args(args)
-    lines = [f"<!-- {platform.node() or 'machine'}: torch {torch.__version__}, "
-             f"{args.device}, world {args.world} -->",
-             f"# ZeRO-3 vs FSDP2: {config.name}, {config.num_params():,} parameters, "
-             f"s={args.seq_len}, b={args.micro_batch} per rank, {args.world} ranks, fp32"
-             f"{', ZeRO-3 without prefetch' if args.no_prefetch else ''}", ""]  # fmt: skip
+    lines = [
+        f"<!-- {platform.node() or 'machine'}: torch {torch.__version__}, "
+        f"{args.device}, world {args.world} -->",
+        f"# ZeRO-3 vs FSDP2: {config.name}, {config.num_params():,} parameters, "
+        f"s={args.seq_len}, b={args.micro_batch} per rank, {args.world} ranks, fp32"
+        f"{', ZeRO-3 without prefetch' if args.no_prefetch else ''}",
+        "",
+    ]
     # On GPUs (or with --all-stages) every stage and offload too: a check of the NCCL and
     # pinned-memory paths, whose losses must agree with FSDP2's as well.
     others = ("zero0", "zero1", "zero2", "zero2+offload", "zero3+offload")
     variants = ("zero3", "fsdp2") + (others if args.device == "cuda" or args.all_stages else ())
-    results = {w: launch(_run, args.world, w, config, args, timeout=600)
-               for w in progress(variants, desc="variants")}  # fmt: skip
+    results = {
+        w: launch(_run, args.world, w, config, args, timeout=600)
+        for w in progress(variants, desc="variants")
+    }
     peak = {w: max(r["peak"] for r in rs) for w, rs in results.items()}  # the worst rank
     step = {w: max(r["time"] for r in rs) for w, rs in results.items()}
     gap = max(
         abs(a - b) for a, b in zip(results["zero3"][0]["losses"], results["fsdp2"][0]["losses"])
     )
-    lines += ["| | ZeRO-3 (ours) | FSDP2 | ours / FSDP2 |", "|---|---:|---:|---:|",
-              f"| peak per rank (max over ranks) | {peak['zero3']:,} B ({format_bytes(peak['zero3'])}) | "
-              f"{peak['fsdp2']:,} B ({format_bytes(peak['fsdp2'])}) | {peak['zero3'] / peak['fsdp2']:.4f} |",
-              f"| median step time | {step['zero3'] * 1e3:.1f} ms | {step['fsdp2'] * 1e3:.1f} ms | "
-              f"{step['zero3'] / step['fsdp2']:.2f} |", "",
-              f"Losses of the two runs agree to {gap:.1e} over {args.steps + 2} steps.", ""]  # fmt: skip
+    lines += [
+        "| | ZeRO-3 (ours) | FSDP2 | ours / FSDP2 |",
+        "|---|---:|---:|---:|",
+        f"| peak per rank (max over ranks) | {peak['zero3']:,} B ({format_bytes(peak['zero3'])}) | "
+        f"{peak['fsdp2']:,} B ({format_bytes(peak['fsdp2'])}) | {peak['zero3'] / peak['fsdp2']:.4f} |",
+        f"| median step time | {step['zero3'] * 1e3:.1f} ms | {step['fsdp2'] * 1e3:.1f} ms | "
+        f"{step['zero3'] / step['fsdp2']:.2f} |",
+        "",
+        f"Losses of the two runs agree to {gap:.1e} over {args.steps + 2} steps.",
+        "",
+    ]
     if len(results) > 2:  # on CPU ranks, offloaded states count in the peak (one RAM)
-        lines += ["| variant | peak per rank | median step time | loss gap to FSDP2 |",
-                  "|---|---:|---:|---:|"]  # fmt: skip
+        lines += [
+            "| variant | peak per rank | median step time | loss gap to FSDP2 |",
+            "|---|---:|---:|---:|",
+        ]
         for w in others:
-            loss_gap = max(abs(a - b) for a, b in zip(results[w][0]["losses"],
-                                                       results["fsdp2"][0]["losses"]))  # fmt: skip
-            lines.append(f"| {w} | {format_bytes(peak[w])} | {step[w] * 1e3:.1f} ms | "
-                         f"{loss_gap:.1e} |")  # fmt: skip
+            loss_gap = max(
+                abs(a - b) for a, b in zip(results[w][0]["losses"], results["fsdp2"][0]["losses"])
+            )
+            lines.append(
+                f"| {w} | {format_bytes(peak[w])} | {step[w] * 1e3:.1f} ms | {loss_gap:.1e} |"
+            )
         lines.append("")
     if args.device == "cpu":  # the tracker measures CPU tensors; on GPUs see memory_predict.py
-        rows = zero_table(config, world_sizes=(args.world,), micro_batch=args.micro_batch,
-                          seq_len=args.seq_len)  # fmt: skip
-        rows += zero_table(config, stages=(2,), world_sizes=(args.world,), offload=True,
-                           micro_batch=args.micro_batch, seq_len=args.seq_len)  # fmt: skip
-        lines += ["## Predicted / measured per category (model states after the step)", "",
-                  "| stage | params | grads | optimizer | total | offloaded | bytes sent / "
-                  "ring formula | measured bytes sent |", "|---|---:|---:|---:|---:|---:|---:|---:|"]  # fmt: skip
+        rows = zero_table(
+            config, world_sizes=(args.world,), micro_batch=args.micro_batch, seq_len=args.seq_len
+        )
+        rows += zero_table(
+            config,
+            stages=(2,),
+            world_sizes=(args.world,),
+            offload=True,
+            micro_batch=args.micro_batch,
+            seq_len=args.seq_len,
+        )
+        lines += [
+            "## Predicted / measured per category (model states after the step)",
+            "",
+            "| stage | params | grads | optimizer | total | offloaded | bytes sent / "
+            "ring formula | measured bytes sent |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|",
+        ]
         for row in rows:
             p, m = row["predicted"], row["states"]
-            ratio = [f"{p[k] / m[k]:.4f}" if m[k] else "-" for k in
-                     ("params", "grads", "optimizer", "total", "offloaded")]  # fmt: skip
+            ratio = [
+                f"{p[k] / m[k]:.4f}" if m[k] else "-"
+                for k in ("params", "grads", "optimizer", "total", "offloaded")
+            ]
             label = f"{row['stage']}{' + offload' if p['offloaded'] else ''}"
-            lines.append(f"| {label} | {' | '.join(ratio)} | "
-                         f"{row['comm']['total'] / row['formula_comm']:.4f} | "
-                         f"{row['comm']['total']:,.0f} |")  # fmt: skip
-        lines += ["", "Offloaded: the estimator's fp32 recipe counts m and v (8 B/element); the "
-                  "CPU also keeps the fp32 master copy it updates (12 B/element)."]  # fmt: skip
+            lines.append(
+                f"| {label} | {' | '.join(ratio)} | "
+                f"{row['comm']['total'] / row['formula_comm']:.4f} | "
+                f"{row['comm']['total']:,.0f} |"
+            )
+        lines += [
+            "",
+            "Offloaded: the estimator's fp32 recipe counts m and v (8 B/element); the "
+            "CPU also keeps the fp32 master copy it updates (12 B/element).",
+        ]
     text = "\n".join(lines)
     if os.environ.get("RANK", "0") != "0":  # under torchrun, rank 0 reports
         return

@@ -19,9 +19,24 @@ import importlib.machinery
 import sys
 from types import CodeType, ModuleType
 
-_COURSE = ("make", "vendor", "book_links", "book_outputs", "course_book", "browser_check",
-           "browser_check_page", "release", "edition", "grade", "grade_report", "autograder",
-           "submit", "answers", "answer_digests", "results")  # fmt: skip
+_COURSE = (
+    "make",
+    "vendor",
+    "book_links",
+    "book_outputs",
+    "course_book",
+    "browser_check",
+    "browser_check_page",
+    "release",
+    "edition",
+    "grade",
+    "grade_report",
+    "autograder",
+    "submit",
+    "answers",
+    "answer_digests",
+    "results",
+)
 
 MOVED: dict[str, str] = {
     **{f"minitorch_dist.{m}": f"minitorch_dist.course.{m}" for m in _COURSE},

@@ -65,8 +65,9 @@ def run_blocked(code: str, *, timeout: float = 300) -> subprocess.CompletedProce
     """Run ``code`` in a fresh interpreter (this one's executable, from the repository root)
     where importing torch, numpy or matplotlib raises ImportError; its output, not checked."""
     program = _BLOCKER.format(blocked=set(BLOCKED)) + code
-    return subprocess.run([sys.executable, "-c", program], cwd=ROOT, capture_output=True,
-                          text=True, timeout=timeout)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-c", program], cwd=ROOT, capture_output=True, text=True, timeout=timeout
+    )
 
 
 def arithmetic_files() -> list[Path]:

@@ -52,8 +52,10 @@ def _axes_of(name: str | tuple[str, ...]) -> tuple[str, ...]:
     """An axis name, a group name of :data:`GROUPS`, or a tuple of axes -> a tuple of axes."""
     axes = GROUPS.get(name) if isinstance(name, str) else tuple(name)
     if not axes or any(a not in AXES for a in axes):
-        raise ValueError(f"group must be one of {', '.join(GROUPS)} or a tuple of axes from "
-                         f"{', '.join(AXES)}, got {name!r}")  # fmt: skip
+        raise ValueError(
+            f"group must be one of {', '.join(GROUPS)} or a tuple of axes from "
+            f"{', '.join(AXES)}, got {name!r}"
+        )
     return axes
 
 
@@ -84,8 +86,9 @@ class GridLayout:
         """ValueError unless the axes multiply to ``world_size``."""
         if self.world_size != world_size:
             product = "*".join(AXES)
-            raise ValueError(f"{product} = {self.world_size} but world_size = {world_size} "
-                             f"({self.describe()})")  # fmt: skip
+            raise ValueError(
+                f"{product} = {self.world_size} but world_size = {world_size} ({self.describe()})"
+            )
 
     def describe(self) -> str:
         return " x ".join(f"{axis} {getattr(self, axis)}" for axis in AXES)
@@ -108,15 +111,19 @@ class GridLayout:
             raise ValueError(f"unknown axes {sorted(unknown)}: the axes are {', '.join(AXES)}")
         rank = 0
         for axis, size in zip(AXES, self.sizes):
-            rank = rank * size + check_int(f"{axis} index", coords.get(axis, 0), minimum=0,
-                                           maximum=size - 1)  # fmt: skip
+            rank = rank * size + check_int(
+                f"{axis} index", coords.get(axis, 0), minimum=0, maximum=size - 1
+            )
         return rank
 
     def group_ranks(self, name: str | tuple[str, ...], rank: int) -> list[int]:
         """The ranks in ``rank``'s group ``name`` (an axis, ``"dp_cp"``, ...), ascending."""
         axes, fixed = _axes_of(name), self.coords(rank)
-        return [r for r in range(self.world_size)
-                if all(self.coords(r)[a] == fixed[a] for a in AXES if a not in axes)]  # fmt: skip
+        return [
+            r
+            for r in range(self.world_size)
+            if all(self.coords(r)[a] == fixed[a] for a in AXES if a not in axes)
+        ]
 
     def all_groups(self, name: str | tuple[str, ...]) -> list[list[int]]:
         """Every group along ``name``: a partition of the ranks, ordered by their first rank."""
@@ -160,8 +167,10 @@ class ProcessGrid:
     def __init__(self, dp: int = 1, pp: int = 1, cp: int = 1, ep: int = 1, tp: int = 1) -> None:
         self.layout = GridLayout(dp=dp, pp=pp, cp=cp, ep=ep, tp=tp)
         if not (dist.is_available() and dist.is_initialized()):
-            raise ValueError("a ProcessGrid needs an initialised process group: build it inside "
-                             "launch() or torchrun (GridLayout needs none)")  # fmt: skip
+            raise ValueError(
+                "a ProcessGrid needs an initialised process group: build it inside "
+                "launch() or torchrun (GridLayout needs none)"
+            )
         self.layout.check_world_size(dist.get_world_size())
         self.rank = dist.get_rank()
         self.coords = self.layout.coords(self.rank)

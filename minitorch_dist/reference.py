@@ -91,8 +91,10 @@ def make_batches(
 ) -> list[Batch]:
     """``steps`` global batches ``(inputs, targets)`` of synthetic tokens, each (gbs, seq_len)."""
     gen = torch.Generator().manual_seed(seed + 1)
-    return [synthetic_batch(vocab, global_batch, seq_len, seed=seed, generator=gen)
-            for _ in range(steps)]  # fmt: skip
+    return [
+        synthetic_batch(vocab, global_batch, seq_len, seed=seed, generator=gen)
+        for _ in range(steps)
+    ]
 
 
 def batch_slice(tensor: torch.Tensor, rank: int, world_size: int) -> torch.Tensor:
@@ -133,9 +135,13 @@ def train_step(
 
 
 def _forward_backward(
-    model: nn.Module, optimizer: Any, inputs: torch.Tensor, targets: torch.Tensor,
-    loss_fn: LossFn, grad_acc: int,
-) -> tuple[float, torch.Tensor]:  # fmt: skip
+    model: nn.Module,
+    optimizer: Any,
+    inputs: torch.Tensor,
+    targets: torch.Tensor,
+    loss_fn: LossFn,
+    grad_acc: int,
+) -> tuple[float, torch.Tensor]:
     """Zero the gradients, then forward and backward every micro-batch: (loss, outputs)."""
     check_int("grad_acc", grad_acc)
     if inputs.shape[0] % grad_acc:
@@ -155,8 +161,11 @@ def _forward_backward(
 
 def param_grads(model: nn.Module, optimizer: Any = None) -> dict[str, torch.Tensor]:
     """Every trainable parameter's ``.grad`` by name (a tied weight once, under its first name)."""
-    return {n: p.grad.detach().clone() for n, p in model.named_parameters()
-            if p.requires_grad and p.grad is not None}  # fmt: skip
+    return {
+        n: p.grad.detach().clone()
+        for n, p in model.named_parameters()
+        if p.requires_grad and p.grad is not None
+    }
 
 
 def param_values(model: nn.Module, optimizer: Any = None) -> dict[str, torch.Tensor]:
@@ -203,8 +212,7 @@ def run_training(
     for step, batch in enumerate(batches):
         inputs, targets = split(batch, rank, world_size) if split is not None else batch
         with around_step(step) if around_step is not None else contextlib.nullcontext():
-            loss, outputs = _forward_backward(model, optimizer, inputs, targets, loss_fn,
-                                              grad_acc)  # fmt: skip
+            loss, outputs = _forward_backward(model, optimizer, inputs, targets, loss_fn, grad_acc)
             if step == 0:
                 run.outputs, run.grads = outputs, grads(model, optimizer)
             optimizer.step()
@@ -233,8 +241,16 @@ def reference_run(
     if dtype is not None:
         model = model.to(dtype)
     optimizer = optimizer_fn([p for p in model.parameters() if p.requires_grad])
-    return run_training(model, optimizer, batches, loss_fn=loss_fn, grad_acc=grad_acc, split=None,
-                        grads=grads, weights=weights)  # fmt: skip
+    return run_training(
+        model,
+        optimizer,
+        batches,
+        loss_fn=loss_fn,
+        grad_acc=grad_acc,
+        split=None,
+        grads=grads,
+        weights=weights,
+    )
 
 
 @dataclass(frozen=True)
@@ -287,12 +303,14 @@ def compare(
         want = shards[name].of(want) if name in shards else want
         got = ours[name]
         if got.shape != want.shape:
-            raise AssertionError(f"{label}{name}: shape {tuple(got.shape)}, expected "
-                                 f"{tuple(want.shape)}")  # fmt: skip
+            raise AssertionError(
+                f"{label}{name}: shape {tuple(got.shape)}, expected {tuple(want.shape)}"
+            )
         errors[name] = (got.double() - want.double()).abs().max().item() if got.numel() else 0.0
         if tolerance is not None:
-            torch.testing.assert_close(got, want, **tolerance,
-                                       msg=lambda m, n=name: f"{label}{n}: {m}")  # fmt: skip
+            torch.testing.assert_close(
+                got, want, **tolerance, msg=lambda m, n=name: f"{label}{n}: {m}"
+            )
     return Comparison(errors)
 
 
@@ -323,21 +341,40 @@ def assert_runs_match(
     present = [(r, run) for r, run in enumerate(runs) if run is not None]
     if "losses" in check:
         mean = torch.tensor([run.losses for _, run in present], dtype=torch.float64).mean(0)
-        torch.testing.assert_close(mean, torch.tensor(reference.losses, dtype=torch.float64),
-                                   **TIGHT, msg=lambda m: f"losses: {m}")  # fmt: skip
+        torch.testing.assert_close(
+            mean,
+            torch.tensor(reference.losses, dtype=torch.float64),
+            **TIGHT,
+            msg=lambda m: f"losses: {m}",
+        )
     for rank, run in present:
         label = f"rank {rank}, "
         if "outputs" in check and (outputs is not None or len(runs) == 1):
             shard = outputs(rank) if outputs is not None else None
-            compare({"outputs": run.outputs}, {"outputs": reference.outputs}, tolerance=tol,
-                    shards={"outputs": shard} if shard else None, label=label)  # fmt: skip
+            compare(
+                {"outputs": run.outputs},
+                {"outputs": reference.outputs},
+                tolerance=tol,
+                shards={"outputs": shard} if shard else None,
+                label=label,
+            )
         rank_shards = shards(rank) if shards is not None else None
         if "grads" in check:
-            compare(run.grads, reference.grads, shards=rank_shards, tolerance=tol,
-                    label=label + "gradient of ")  # fmt: skip
+            compare(
+                run.grads,
+                reference.grads,
+                shards=rank_shards,
+                tolerance=tol,
+                label=label + "gradient of ",
+            )
         if "weights" in check:
-            compare(run.weights, reference.weights, shards=rank_shards, tolerance=tol,
-                    label=label + "weight ")  # fmt: skip
+            compare(
+                run.weights,
+                reference.weights,
+                shards=rank_shards,
+                tolerance=tol,
+                label=label + "weight ",
+            )
 
 
 def scale_mistake(
@@ -360,10 +397,14 @@ def scale_mistake(
         return None
     s = float(a @ b / (b @ b))
     if world_size > 1 and abs(s - world_size) < 0.02 * world_size:
-        return (f"the gradients are {s:.3f} x the reference's on {world_size} ranks: they were "
-                "summed over the ranks, not averaged (divide by the world size)")  # fmt: skip
+        return (
+            f"the gradients are {s:.3f} x the reference's on {world_size} ranks: they were "
+            "summed over the ranks, not averaged (divide by the world size)"
+        )
     if grad_acc > 1 and abs(s - 1 / grad_acc) < 0.02 / grad_acc:
-        return (f"the gradient is {s:.3f} x the reference's with {grad_acc} identical "
-                "micro-batches: only the last micro-batch's gradient survived; accumulate "
-                "into the gradient (add_), do not overwrite it (copy_)")  # fmt: skip
+        return (
+            f"the gradient is {s:.3f} x the reference's with {grad_acc} identical "
+            "micro-batches: only the last micro-batch's gradient survived; accumulate "
+            "into the gradient (add_), do not overwrite it (copy_)"
+        )
     return None

@@ -43,9 +43,17 @@ def _bytes_per_param_no_fp32_grad_buffer(recipe: str = "mixed", optimizer: str =
 
 # -- lab01.2: activations --------------------------------------------------------------------
 def _activation_bytes_tp_splits_everything(
-    *, seq_len: int, micro_batch: int, hidden: int, heads: int, layers: int = 1, tp: int = 1,
-    sp: bool = False, recompute: str = "none", cp: int = 1,
-) -> int:  # fmt: skip
+    *,
+    seq_len: int,
+    micro_batch: int,
+    hidden: int,
+    heads: int,
+    layers: int = 1,
+    tp: int = 1,
+    sp: bool = False,
+    recompute: str = "none",
+    cp: int = 1,
+) -> int:
     s, b, h, a, t = seq_len, micro_batch, hidden, heads, tp
     sbh = s * b * h
     if recompute == "full":
@@ -158,8 +166,11 @@ def _checkpoint_backward_new_masks(ctx: Any, *grad_outputs: torch.Tensor):  # no
             outputs = ctx.run_function(*inputs)
     if isinstance(outputs, torch.Tensor):
         outputs = (outputs,)
-    pairs = [(o, g) for o, g in zip(outputs, grad_outputs)
-             if isinstance(o, torch.Tensor) and o.requires_grad and g is not None]  # fmt: skip
+    pairs = [
+        (o, g)
+        for o, g in zip(outputs, grad_outputs)
+        if isinstance(o, torch.Tensor) and o.requires_grad and g is not None
+    ]
     if pairs:
         torch.autograd.backward([o for o, _ in pairs], [g for _, g in pairs])
     grads = tuple(x.grad if isinstance(x, torch.Tensor) else None for x in inputs)
@@ -226,8 +237,13 @@ def _measure_accumulation_policy_ignored(
         out = accumulation_step(model, micro_batches)
         optimizer.step()
     grads = {name: p.grad.detach().clone() for name, p in model.named_parameters()}
-    return {"peak_total": tracker.peak_total, "peak": tracker.peak(), "loss": float(out["loss"]),
-            "tokens": out["tokens"], "grads": grads}  # fmt: skip
+    return {
+        "peak_total": tracker.peak_total,
+        "peak": tracker.peak(),
+        "loss": float(out["loss"]),
+        "tokens": out["tokens"],
+        "grads": grads,
+    }
 
 
 # -- lab05.3: bucketed data parallelism ------------------------------------------------------
@@ -281,40 +297,116 @@ def _offload_step_no_copy_back(self) -> None:  # noqa: ANN001
 
 _DDP = "minitorch_dist.data_parallel.bucketed:DataParallelBucket"
 MUTANTS_LABS01_06: list[Mutant] = [
-    Mutant("lab01.1", "no-fp32-grad-buffer", "minitorch_dist.memory.estimate:bytes_per_param",
-           _bytes_per_param_no_fp32_grad_buffer, r"fp32 gradient accumulation buffer is missing"),
-    Mutant("lab01.2", "tp-splits-replicated", "minitorch_dist.memory.estimate:activation_bytes",
-           _activation_bytes_tp_splits_everything, r"10sbh .* replicated"),
-    Mutant("lab01.3", "not-remeasured", "minitorch_dist.memory.track:MemoryTracker.track",
-           _track_counted_once, r"resized in place .* must be re-measured"),
-    Mutant("lab02.1", "subnormal-exponent", "minitorch_dist.precision.formats:decode",
-           _decode_subnormal_exponent_minus_bias, r"subnormal .*2\^\(1 - B\)"),
-    Mutant("lab02.2", "count-not-restarted",
-           "minitorch_dist.precision.loss_scaling:DynamicLossScaler.update",
-           _update_keeps_counting_after_overflow, r"overflow must restart the count"),
-    Mutant("lab02.3", "steps-on-overflow",
-           "minitorch_dist.precision.mixed:MixedPrecisionOptimizer.step",
-           _mixed_step_on_overflow, r"inf gradient must be skipped"),
-    Mutant("lab02.4", "blocks-without-transpose", "minitorch_dist.precision.fp8:quantize_blockwise",
-           _quantize_blockwise_no_transpose, r"not the amax of its own"),
-    Mutant("lab03.1", "rng-not-restored",
-           "minitorch_dist.recompute.checkpoint:CheckpointFunction.backward",
-           staticmethod(_checkpoint_backward_new_masks), r"new dropout masks"),
-    Mutant("lab03.2", "nested-wrapped",
-           "minitorch_dist.recompute.policies:apply_activation_checkpointing",
-           _apply_checkpointing_nested, r"inside one already wrapped"),
-    Mutant("lab03.3", "whole-attention", "minitorch_dist.recompute.policies:selective_policy",
-           _selective_policy_whole_attention, r"only the attention core"),
-    Mutant("lab04.1", "mean-of-means", "minitorch_dist.accumulate.accumulate:accumulation_step",
-           _accumulation_mean_of_means, r"mean of the micro-batches' mean losses"),
-    Mutant("lab04.2", "policy-ignored", "minitorch_dist.accumulate.measure:measure_accumulation",
-           _measure_accumulation_policy_ignored, r"not checkpointed by `policy`"),
-    Mutant("lab05.3", "launch-before-ready", f"{_DDP}._grad_ready",
-           _grad_ready_launch_on_last_slot, r"launched before all its gradients"),
-    Mutant("lab05.3", "offset-not-advanced", f"{_DDP}.finish_gradient_synchronization",
-           _bucketed_sync_offset_not_advanced, r"wrong bucket offset"),
-    Mutant("lab06.3", "never-freed", "minitorch_dist.zero.stage3:ZeroStage3._free",
-           _free_without_resize, r"never freed"),
-    Mutant("lab06.4", "no-copy-back", "minitorch_dist.zero.offload:CpuOffloadAdam.step",
-           _offload_step_no_copy_back, r"never moved: the update stayed on the CPU"),
-]  # fmt: skip
+    Mutant(
+        "lab01.1",
+        "no-fp32-grad-buffer",
+        "minitorch_dist.memory.estimate:bytes_per_param",
+        _bytes_per_param_no_fp32_grad_buffer,
+        r"fp32 gradient accumulation buffer is missing",
+    ),
+    Mutant(
+        "lab01.2",
+        "tp-splits-replicated",
+        "minitorch_dist.memory.estimate:activation_bytes",
+        _activation_bytes_tp_splits_everything,
+        r"10sbh .* replicated",
+    ),
+    Mutant(
+        "lab01.3",
+        "not-remeasured",
+        "minitorch_dist.memory.track:MemoryTracker.track",
+        _track_counted_once,
+        r"resized in place .* must be re-measured",
+    ),
+    Mutant(
+        "lab02.1",
+        "subnormal-exponent",
+        "minitorch_dist.precision.formats:decode",
+        _decode_subnormal_exponent_minus_bias,
+        r"subnormal .*2\^\(1 - B\)",
+    ),
+    Mutant(
+        "lab02.2",
+        "count-not-restarted",
+        "minitorch_dist.precision.loss_scaling:DynamicLossScaler.update",
+        _update_keeps_counting_after_overflow,
+        r"overflow must restart the count",
+    ),
+    Mutant(
+        "lab02.3",
+        "steps-on-overflow",
+        "minitorch_dist.precision.mixed:MixedPrecisionOptimizer.step",
+        _mixed_step_on_overflow,
+        r"inf gradient must be skipped",
+    ),
+    Mutant(
+        "lab02.4",
+        "blocks-without-transpose",
+        "minitorch_dist.precision.fp8:quantize_blockwise",
+        _quantize_blockwise_no_transpose,
+        r"not the amax of its own",
+    ),
+    Mutant(
+        "lab03.1",
+        "rng-not-restored",
+        "minitorch_dist.recompute.checkpoint:CheckpointFunction.backward",
+        staticmethod(_checkpoint_backward_new_masks),
+        r"new dropout masks",
+    ),
+    Mutant(
+        "lab03.2",
+        "nested-wrapped",
+        "minitorch_dist.recompute.policies:apply_activation_checkpointing",
+        _apply_checkpointing_nested,
+        r"inside one already wrapped",
+    ),
+    Mutant(
+        "lab03.3",
+        "whole-attention",
+        "minitorch_dist.recompute.policies:selective_policy",
+        _selective_policy_whole_attention,
+        r"only the attention core",
+    ),
+    Mutant(
+        "lab04.1",
+        "mean-of-means",
+        "minitorch_dist.accumulate.accumulate:accumulation_step",
+        _accumulation_mean_of_means,
+        r"mean of the micro-batches' mean losses",
+    ),
+    Mutant(
+        "lab04.2",
+        "policy-ignored",
+        "minitorch_dist.accumulate.measure:measure_accumulation",
+        _measure_accumulation_policy_ignored,
+        r"not checkpointed by `policy`",
+    ),
+    Mutant(
+        "lab05.3",
+        "launch-before-ready",
+        f"{_DDP}._grad_ready",
+        _grad_ready_launch_on_last_slot,
+        r"launched before all its gradients",
+    ),
+    Mutant(
+        "lab05.3",
+        "offset-not-advanced",
+        f"{_DDP}.finish_gradient_synchronization",
+        _bucketed_sync_offset_not_advanced,
+        r"wrong bucket offset",
+    ),
+    Mutant(
+        "lab06.3",
+        "never-freed",
+        "minitorch_dist.zero.stage3:ZeroStage3._free",
+        _free_without_resize,
+        r"never freed",
+    ),
+    Mutant(
+        "lab06.4",
+        "no-copy-back",
+        "minitorch_dist.zero.offload:CpuOffloadAdam.step",
+        _offload_step_no_copy_back,
+        r"never moved: the update stayed on the CPU",
+    ),
+]

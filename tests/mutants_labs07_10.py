@@ -42,27 +42,57 @@ def _row_bias_on_every_rank(self, x):  # noqa: ANN001, ANN202
     return reduce_from_tp(y, self.group)
 
 
-def _column_interleaved(cls, linear, group, *, sp=False, enter_region=True, index=None,  # noqa: ANN001, ANN202
-                        parts=None):  # fmt: skip
+def _column_interleaved(
+    cls,
+    linear,
+    group,
+    *,
+    sp=False,
+    enter_region=True,
+    index=None,  # noqa: ANN001, ANN202
+    parts=None,
+):
     t = dist.get_world_size(group)
     index = group_rank(group) if index is None else index
     parts = t if parts is None else parts
     weight = linear.weight.detach()[index::parts].clone()  # every t-th row, not a block
     bias = linear.bias.detach()[index::parts].clone() if linear.bias is not None else None
-    return cls(weight, bias, group, in_features=linear.in_features,
-               out_features=linear.out_features, sp=sp, enter_region=enter_region)  # fmt: skip
+    return cls(
+        weight,
+        bias,
+        group,
+        in_features=linear.in_features,
+        out_features=linear.out_features,
+        sp=sp,
+        enter_region=enter_region,
+    )
 
 
-def _column_bias_whole(cls, linear, group, *, sp=False, enter_region=True, index=None,  # noqa: ANN001, ANN202
-                       parts=None):  # fmt: skip
+def _column_bias_whole(
+    cls,
+    linear,
+    group,
+    *,
+    sp=False,
+    enter_region=True,
+    index=None,  # noqa: ANN001, ANN202
+    parts=None,
+):
     index = group_rank(group) if index is None else index
     parts = dist.get_world_size(group) if parts is None else parts
     rows = linear.out_features // parts
     keep = slice(index * rows, (index + 1) * rows)
     weight = linear.weight.detach()[keep].clone()
     bias = linear.bias.detach().clone() if linear.bias is not None else None  # whole, not sharded
-    return cls(weight, bias, group, in_features=linear.in_features,
-               out_features=linear.out_features, sp=sp, enter_region=enter_region)  # fmt: skip
+    return cls(
+        weight,
+        bias,
+        group,
+        in_features=linear.in_features,
+        out_features=linear.out_features,
+        sp=sp,
+        enter_region=enter_region,
+    )
 
 
 # -- lab07.3: the tensor-parallel Llama block ---------------------------------------------------
@@ -82,8 +112,9 @@ def _parallelize_block_kv_copies_not_summed(block, group, *, sp=False, regather=
     else:
         index = r // (t // attn.kv_heads)
         for name in ("wk", "wv"):
-            layer = m.ColumnParallelLinear.from_linear(getattr(attn, name), group, index=index,
-                                                       parts=attn.kv_heads, **column)  # fmt: skip
+            layer = m.ColumnParallelLinear.from_linear(
+                getattr(attn, name), group, index=index, parts=attn.kv_heads, **column
+            )
             setattr(attn, name, layer)  # the copies' gradients are never summed
     attn.wo = m.RowParallelLinear.from_linear(attn.wo, group, sp=sp)
     mlp.w1 = m.ColumnParallelLinear.from_linear(mlp.w1, group, **column)
@@ -177,8 +208,16 @@ def _merge_not_rescaled(out_a, lse_a, out_b, lse_b):  # noqa: ANN001, ANN202
 
 
 # -- lab08.2 / lab08.3: ring attention ------------------------------------------------------------
-def _ring_forward_mask_everywhere(q, k, v, *, group=None, layout="zigzag", merge=None,  # noqa: ANN001, ANN202
-                                  counter=None):  # fmt: skip
+def _ring_forward_mask_everywhere(
+    q,
+    k,
+    v,
+    *,
+    group=None,
+    layout="zigzag",
+    merge=None,  # noqa: ANN001, ANN202
+    counter=None,
+):
     merge = (
         importlib.import_module("minitorch_dist.context_parallel.blocks").merge_partials
         if merge is None
@@ -202,8 +241,18 @@ def _ring_forward_mask_everywhere(q, k, v, *, group=None, layout="zigzag", merge
     return torch.cat([o for o, _ in out], dim=2), torch.cat([lse for _, lse in out], dim=2)
 
 
-def _ring_backward_own_share_overwritten(dout, q, k, v, out, lse, *, group=None,  # noqa: ANN001, ANN202
-                                         layout="zigzag", counter=None):  # fmt: skip
+def _ring_backward_own_share_overwritten(
+    dout,
+    q,
+    k,
+    v,
+    out,
+    lse,
+    *,
+    group=None,  # noqa: ANN001, ANN202
+    layout="zigzag",
+    counter=None,
+):
     cp = _size(group)
     check_layout(q.shape[2] * cp, cp, layout)
     comm, rank = RingComm(group, counter), _rank(group)
@@ -220,8 +269,9 @@ def _ring_backward_own_share_overwritten(dout, q, k, v, out, lse, *, group=None,
         dk, dv = torch.zeros_like(k), torch.zeros_like(v)
         dks, dvs = pieces_of(dk, layout), pieces_of(dv, layout)
         for i, j, kind in block_plan(rank, (rank - step) % cp, cp, layout):
-            g = block_attention_backward(dos[i], qs[i], ks[j], vs[j], lses[i], deltas[i],
-                                         causal=kind == "diagonal")  # fmt: skip
+            g = block_attention_backward(
+                dos[i], qs[i], ks[j], vs[j], lses[i], deltas[i], causal=kind == "diagonal"
+            )
             dq[i] += g[0]
             dks[j].add_(g[1])
             dvs[j].add_(g[2])
@@ -257,8 +307,16 @@ def _positions_contiguous(seq_len, rank, world_size, *, layout="zigzag"):  # noq
 
 
 # -- lab09.1: a pipeline stage --------------------------------------------------------------------
-def _stage_forward_loss_not_divided(self, micro_batch, chunk, x, *, target=None, loss_fn=None,  # noqa: ANN001, ANN202
-                                    micro_batches=1):  # fmt: skip
+def _stage_forward_loss_not_divided(
+    self,
+    micro_batch,
+    chunk,
+    x,
+    *,
+    target=None,
+    loss_fn=None,  # noqa: ANN001, ANN202
+    micro_batches=1,
+):
     if not self.is_first(chunk):
         x = x.detach().requires_grad_()
     out = self.chunks[chunk](x)
@@ -270,8 +328,16 @@ def _stage_forward_loss_not_divided(self, micro_batch, chunk, x, *, target=None,
     return out.detach()
 
 
-def _stage_forward_input_not_a_leaf(self, micro_batch, chunk, x, *, target=None, loss_fn=None,  # noqa: ANN001, ANN202
-                                    micro_batches=1):  # fmt: skip
+def _stage_forward_input_not_a_leaf(
+    self,
+    micro_batch,
+    chunk,
+    x,
+    *,
+    target=None,
+    loss_fn=None,  # noqa: ANN001, ANN202
+    micro_batches=1,
+):
     out = self.chunks[chunk](x)  # the received activation used as it is: not a leaf with grad
     if self.is_last(chunk):
         if target is None or loss_fn is None:
@@ -311,9 +377,11 @@ def _simulate_ignores_arrival(schedule, t_forward=1.0, t_backward=2.0, t_weight=
             while nxt[rank] < len(schedule.actions[rank]):
                 a = schedule.actions[rank][nxt[rank]]
                 s = schedule.stage(rank, a.chunk)
-                need = {"F": ("F", s - 1) if s > 0 else None,
-                        "B": ("B", s + 1) if s < last else ("F", s),
-                        "W": ("B", s)}[a.op]  # fmt: skip
+                need = {
+                    "F": ("F", s - 1) if s > 0 else None,
+                    "B": ("B", s + 1) if s < last else ("F", s),
+                    "W": ("B", s),
+                }[a.op]
                 if need is not None and (need[0], a.micro_batch, need[1]) not in done:
                     break
                 start = free[rank]  # starts when the rank is free, not when its input arrived
@@ -441,88 +509,223 @@ def _dropless_experts_strided(self, flat, indices):  # noqa: ANN001, ANN202
 
 
 MUTANTS_LABS07_10: list[Mutant] = [
-    Mutant("lab07.1", "f-backward-no-all-reduce",
-           "minitorch_dist.tensor_parallel.functions:CopyToTP.backward", _f_backward_identity,
-           r"f's backward must all-reduce"),
-    Mutant("lab07.1", "g-forward-no-all-reduce",
-           "minitorch_dist.tensor_parallel.functions:ReduceFromTP.forward", _g_forward_identity,
-           r"g's forward must all-reduce"),
-    Mutant("lab07.2", "row-bias-on-every-rank",
-           "minitorch_dist.tensor_parallel.layers:RowParallelLinear.forward",
-           _row_bias_on_every_rank, r"bias was added on every rank"),
-    Mutant("lab07.2", "column-rows-interleaved",
-           "minitorch_dist.tensor_parallel.layers:ColumnParallelLinear.from_linear",
-           classmethod(_column_interleaved), r"every t-th row of the weight \(interleaved\)"),
-    Mutant("lab07.2", "column-bias-not-sharded",
-           "minitorch_dist.tensor_parallel.layers:ColumnParallelLinear.from_linear",
-           classmethod(_column_bias_whole), r"bias of a column-parallel linear must be sharded"),
-    Mutant("lab07.3", "kv-copies-grads-not-summed",
-           "minitorch_dist.tensor_parallel.model:parallelize_block",
-           _parallelize_block_kv_copies_not_summed, r"copies of a kv head"),
-    Mutant("lab07.4", "no-max-subtracted",
-           "minitorch_dist.tensor_parallel.vocab:VocabParallelCrossEntropy.forward",
-           _cross_entropy_no_max, r"subtract the all-reduced max"),
-    Mutant("lab07.4", "max-not-all-reduced",
-           "minitorch_dist.tensor_parallel.vocab:VocabParallelCrossEntropy.forward",
-           _cross_entropy_local_max, r"each rank subtracted its own max", every=True),
-    Mutant("lab07.4", "offset-of-the-unpadded-vocabulary",
-           "minitorch_dist.tensor_parallel.vocab:VocabParallelCrossEntropy.forward",
-           _cross_entropy_unpadded_offset, r"read from the wrong column"),
-    Mutant("lab07.5", "norm-grads-not-reduced",
-           "minitorch_dist.tensor_parallel.sequence:sequence_parallel_norms",
-           _sp_norms_not_reduced, r"norm weight.*all-reduced over the tp group"),
-    Mutant("lab07.5", "gather-backward-local",
-           "minitorch_dist.tensor_parallel.functions:GatherFromSP.backward",
-           _gather_backward_local, r"all-gather's backward kept only this rank's gradient"),
-    Mutant("lab08.1", "merge-not-rescaled", "minitorch_dist.context_parallel.blocks:merge_partials",
-           _merge_not_rescaled, r"rescaled by exp\(lse_part - lse\)"),
-    Mutant("lab08.2", "causal-mask-off-diagonal",
-           "minitorch_dist.context_parallel.ring:ring_attention_forward",
-           _ring_forward_mask_everywhere, r"causal mask on an off-diagonal block"),
-    Mutant("lab08.3", "own-share-overwritten",
-           "minitorch_dist.context_parallel.ring:ring_attention_backward",
-           _ring_backward_own_share_overwritten, r"replaced this rank's own share instead of being added"),
-    Mutant("lab08.4", "zigzag-off-by-one", "minitorch_dist.context_parallel.layout:shard_sequence",
-           _zigzag_off_by_one, r"half-chunks .* not r and 2cp - 1 - r"),
-    Mutant("lab08.4", "positions-contiguous",
-           "minitorch_dist.context_parallel.layout:shard_positions", _positions_contiguous,
-           r"the contiguous layout's; a token keeps its place"),
-    Mutant("lab09.1", "loss-not-divided-by-m",
-           "minitorch_dist.pipeline.stage:PipelineStage.forward",
-           _stage_forward_loss_not_divided, r"not divided by the number of micro-batches"),
-    Mutant("lab09.1", "input-not-a-leaf", "minitorch_dist.pipeline.stage:PipelineStage.forward",
-           _stage_forward_input_not_a_leaf, r"must be made a leaf that requires grad"),
-    Mutant("lab09.2", "warmup-p-minus-r", "minitorch_dist.pipeline.schedules:_one_f_one_b",
-           _one_f_one_b_warmup_p_minus_r, r"warm-up forwards .* p - r - 1"),
-    Mutant("lab09.3", "start-ignores-arrival", "minitorch_dist.pipeline.simulate:simulate",
-           _simulate_ignores_arrival, r"before its input arrived"),
-    Mutant("lab09.4", "w-not-delayed", "minitorch_dist.pipeline.schedules:_zb_h1", _zb_h1_no_delay,
-           r"W passes .* delayed"),
-    Mutant("lab10.1", "top-k-not-renormalised", "minitorch_dist.models.routing:top_k_route",
-           _top_k_not_renormalised, r"not renormalised"),
-    Mutant("lab10.1", "loss-without-e",
-           "minitorch_dist.models.routing:load_balancing_loss", _loss_without_e,
-           r"factor E"),
-    Mutant("lab10.1", "softmax-after-top-k",
-           "minitorch_dist.models.routing:top_k_route", _top_k_softmax_after,
-           r"softmax ran over the k chosen logits"),
-    Mutant("lab10.1", "loss-from-top-k-probabilities",
-           "minitorch_dist.models.routing:load_balancing_loss", _loss_from_top_k_probs,
-           r"P_i was computed from the top-k probabilities only"),
-    Mutant("lab10.2", "capacity-floor", "minitorch_dist.models.capacity:expert_capacity",
-           _capacity_floor, r"ceil\(T k cf / E\), not floor"),
-    Mutant("lab10.2", "keeps-c-plus-1", "minitorch_dist.models.routing:apply_capacity",
-           _capacity_keeps_one_more, r"position < C, not <= C"),
-    Mutant("lab10.2", "queue-slot-major",
-           "minitorch_dist.models.routing:apply_capacity", _capacity_slot_major,
-           r"filled slot-major .* token-major"),
-    Mutant("lab10.3", "counts-not-exchanged",
-           "minitorch_dist.expert_parallel.dispatch:exchange_counts", _counts_not_exchanged,
-           r"counts were not exchanged"),
-    Mutant("lab10.4", "outputs-not-unsorted",
-           "minitorch_dist.expert_parallel.layer:ExpertParallelMoE._dropless",
-           _dropless_not_unsorted, r"left sorted by expert: they were not put back"),
-    Mutant("lab10.4", "experts-strided-e-mod-ep",
-           "minitorch_dist.expert_parallel.layer:ExpertParallelMoE._dropless",
-           _dropless_experts_strided, r"not every ep-th one \(e % ep\)", every=True),
-]  # fmt: skip
+    Mutant(
+        "lab07.1",
+        "f-backward-no-all-reduce",
+        "minitorch_dist.tensor_parallel.functions:CopyToTP.backward",
+        _f_backward_identity,
+        r"f's backward must all-reduce",
+    ),
+    Mutant(
+        "lab07.1",
+        "g-forward-no-all-reduce",
+        "minitorch_dist.tensor_parallel.functions:ReduceFromTP.forward",
+        _g_forward_identity,
+        r"g's forward must all-reduce",
+    ),
+    Mutant(
+        "lab07.2",
+        "row-bias-on-every-rank",
+        "minitorch_dist.tensor_parallel.layers:RowParallelLinear.forward",
+        _row_bias_on_every_rank,
+        r"bias was added on every rank",
+    ),
+    Mutant(
+        "lab07.2",
+        "column-rows-interleaved",
+        "minitorch_dist.tensor_parallel.layers:ColumnParallelLinear.from_linear",
+        classmethod(_column_interleaved),
+        r"every t-th row of the weight \(interleaved\)",
+    ),
+    Mutant(
+        "lab07.2",
+        "column-bias-not-sharded",
+        "minitorch_dist.tensor_parallel.layers:ColumnParallelLinear.from_linear",
+        classmethod(_column_bias_whole),
+        r"bias of a column-parallel linear must be sharded",
+    ),
+    Mutant(
+        "lab07.3",
+        "kv-copies-grads-not-summed",
+        "minitorch_dist.tensor_parallel.model:parallelize_block",
+        _parallelize_block_kv_copies_not_summed,
+        r"copies of a kv head",
+    ),
+    Mutant(
+        "lab07.4",
+        "no-max-subtracted",
+        "minitorch_dist.tensor_parallel.vocab:VocabParallelCrossEntropy.forward",
+        _cross_entropy_no_max,
+        r"subtract the all-reduced max",
+    ),
+    Mutant(
+        "lab07.4",
+        "max-not-all-reduced",
+        "minitorch_dist.tensor_parallel.vocab:VocabParallelCrossEntropy.forward",
+        _cross_entropy_local_max,
+        r"each rank subtracted its own max",
+        every=True,
+    ),
+    Mutant(
+        "lab07.4",
+        "offset-of-the-unpadded-vocabulary",
+        "minitorch_dist.tensor_parallel.vocab:VocabParallelCrossEntropy.forward",
+        _cross_entropy_unpadded_offset,
+        r"read from the wrong column",
+    ),
+    Mutant(
+        "lab07.5",
+        "norm-grads-not-reduced",
+        "minitorch_dist.tensor_parallel.sequence:sequence_parallel_norms",
+        _sp_norms_not_reduced,
+        r"norm weight.*all-reduced over the tp group",
+    ),
+    Mutant(
+        "lab07.5",
+        "gather-backward-local",
+        "minitorch_dist.tensor_parallel.functions:GatherFromSP.backward",
+        _gather_backward_local,
+        r"all-gather's backward kept only this rank's gradient",
+    ),
+    Mutant(
+        "lab08.1",
+        "merge-not-rescaled",
+        "minitorch_dist.context_parallel.blocks:merge_partials",
+        _merge_not_rescaled,
+        r"rescaled by exp\(lse_part - lse\)",
+    ),
+    Mutant(
+        "lab08.2",
+        "causal-mask-off-diagonal",
+        "minitorch_dist.context_parallel.ring:ring_attention_forward",
+        _ring_forward_mask_everywhere,
+        r"causal mask on an off-diagonal block",
+    ),
+    Mutant(
+        "lab08.3",
+        "own-share-overwritten",
+        "minitorch_dist.context_parallel.ring:ring_attention_backward",
+        _ring_backward_own_share_overwritten,
+        r"replaced this rank's own share instead of being added",
+    ),
+    Mutant(
+        "lab08.4",
+        "zigzag-off-by-one",
+        "minitorch_dist.context_parallel.layout:shard_sequence",
+        _zigzag_off_by_one,
+        r"half-chunks .* not r and 2cp - 1 - r",
+    ),
+    Mutant(
+        "lab08.4",
+        "positions-contiguous",
+        "minitorch_dist.context_parallel.layout:shard_positions",
+        _positions_contiguous,
+        r"the contiguous layout's; a token keeps its place",
+    ),
+    Mutant(
+        "lab09.1",
+        "loss-not-divided-by-m",
+        "minitorch_dist.pipeline.stage:PipelineStage.forward",
+        _stage_forward_loss_not_divided,
+        r"not divided by the number of micro-batches",
+    ),
+    Mutant(
+        "lab09.1",
+        "input-not-a-leaf",
+        "minitorch_dist.pipeline.stage:PipelineStage.forward",
+        _stage_forward_input_not_a_leaf,
+        r"must be made a leaf that requires grad",
+    ),
+    Mutant(
+        "lab09.2",
+        "warmup-p-minus-r",
+        "minitorch_dist.pipeline.schedules:_one_f_one_b",
+        _one_f_one_b_warmup_p_minus_r,
+        r"warm-up forwards .* p - r - 1",
+    ),
+    Mutant(
+        "lab09.3",
+        "start-ignores-arrival",
+        "minitorch_dist.pipeline.simulate:simulate",
+        _simulate_ignores_arrival,
+        r"before its input arrived",
+    ),
+    Mutant(
+        "lab09.4",
+        "w-not-delayed",
+        "minitorch_dist.pipeline.schedules:_zb_h1",
+        _zb_h1_no_delay,
+        r"W passes .* delayed",
+    ),
+    Mutant(
+        "lab10.1",
+        "top-k-not-renormalised",
+        "minitorch_dist.models.routing:top_k_route",
+        _top_k_not_renormalised,
+        r"not renormalised",
+    ),
+    Mutant(
+        "lab10.1",
+        "loss-without-e",
+        "minitorch_dist.models.routing:load_balancing_loss",
+        _loss_without_e,
+        r"factor E",
+    ),
+    Mutant(
+        "lab10.1",
+        "softmax-after-top-k",
+        "minitorch_dist.models.routing:top_k_route",
+        _top_k_softmax_after,
+        r"softmax ran over the k chosen logits",
+    ),
+    Mutant(
+        "lab10.1",
+        "loss-from-top-k-probabilities",
+        "minitorch_dist.models.routing:load_balancing_loss",
+        _loss_from_top_k_probs,
+        r"P_i was computed from the top-k probabilities only",
+    ),
+    Mutant(
+        "lab10.2",
+        "capacity-floor",
+        "minitorch_dist.models.capacity:expert_capacity",
+        _capacity_floor,
+        r"ceil\(T k cf / E\), not floor",
+    ),
+    Mutant(
+        "lab10.2",
+        "keeps-c-plus-1",
+        "minitorch_dist.models.routing:apply_capacity",
+        _capacity_keeps_one_more,
+        r"position < C, not <= C",
+    ),
+    Mutant(
+        "lab10.2",
+        "queue-slot-major",
+        "minitorch_dist.models.routing:apply_capacity",
+        _capacity_slot_major,
+        r"filled slot-major .* token-major",
+    ),
+    Mutant(
+        "lab10.3",
+        "counts-not-exchanged",
+        "minitorch_dist.expert_parallel.dispatch:exchange_counts",
+        _counts_not_exchanged,
+        r"counts were not exchanged",
+    ),
+    Mutant(
+        "lab10.4",
+        "outputs-not-unsorted",
+        "minitorch_dist.expert_parallel.layer:ExpertParallelMoE._dropless",
+        _dropless_not_unsorted,
+        r"left sorted by expert: they were not put back",
+    ),
+    Mutant(
+        "lab10.4",
+        "experts-strided-e-mod-ep",
+        "minitorch_dist.expert_parallel.layer:ExpertParallelMoE._dropless",
+        _dropless_experts_strided,
+        r"not every ep-th one \(e % ep\)",
+        every=True,
+    ),
+]

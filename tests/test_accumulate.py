@@ -185,14 +185,22 @@ def test_peak_memory_follows_the_micro_batch_not_the_global_batch() -> None:
     """Catches accumulation that keeps every micro-batch's activations alive (e.g. summing the
     losses and calling backward once at the end): the peak would then grow with grad_acc."""
     seq = 64
-    fixed_mbs = {ga: measure_accumulation(TINY, micro_batch=2, grad_acc=ga, seq_len=seq,
-                                          policy="none")["peak_total"] for ga in (2, 4, 8)}  # fmt: skip
+    fixed_mbs = {
+        ga: measure_accumulation(TINY, micro_batch=2, grad_acc=ga, seq_len=seq, policy="none")[
+            "peak_total"
+        ]
+        for ga in (2, 4, 8)
+    }
     # the global batch's token ids (8 bytes each, s + 1 per row) are the only part that grows
     for ga in (4, 8):
         grown = fixed_mbs[ga] - fixed_mbs[2]
         assert 0 <= grown <= 8 * (seq + 1) * 2 * (ga - 2) + 64 * ga, (ga, grown)
-    fixed_gbs = [measure_accumulation(TINY, micro_batch=mbs, grad_acc=8 // mbs, seq_len=seq,
-                                      policy="none")["peak_total"] for mbs in (1, 2, 4, 8)]  # fmt: skip
+    fixed_gbs = [
+        measure_accumulation(TINY, micro_batch=mbs, grad_acc=8 // mbs, seq_len=seq, policy="none")[
+            "peak_total"
+        ]
+        for mbs in (1, 2, 4, 8)
+    ]
     assert fixed_gbs == sorted(fixed_gbs) and fixed_gbs[-1] > 2 * fixed_gbs[0]
 
 

@@ -28,9 +28,13 @@ LABS = ["lab00"]  # a cheap lab: four graded tests in a few seconds
 
 @pytest.mark.parametrize(
     "url, folder",
-    [("https://github.com/c/hw3", "hw3"), ("git@github.com:c/hw3.git", "hw3"),
-     ("ssh://git@host.org/c/hw3.git", "hw3"), ("file:///srv/git/hw3.git/", "hw3")],
-)  # fmt: skip
+    [
+        ("https://github.com/c/hw3", "hw3"),
+        ("git@github.com:c/hw3.git", "hw3"),
+        ("ssh://git@host.org/c/hw3.git", "hw3"),
+        ("file:///srv/git/hw3.git/", "hw3"),
+    ],
+)
 def test_repo_urls_https_ssh_and_file_are_accepted(url: str, folder: str) -> None:
     assert repo_folder(check_repo_url(url)) == folder
 
@@ -92,8 +96,11 @@ def _run_autograder(root: Path, **env: str) -> dict:
     environ.update(AUTOGRADER_ROOT=str(root), AUTOGRADER_PYTHON=sys.executable, **env)
     run = subprocess.run(
         ["bash", str(root / "source" / "run_autograder")],
-        env=environ, capture_output=True, text=True, timeout=600,
-    )  # fmt: skip
+        env=environ,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     return json.loads((root / "results" / "results.json").read_text())
 
@@ -111,8 +118,12 @@ def _submit_instructors_files(course: dict) -> dict[str, str]:
     env["PYTHONPATH"] = str(edition)
     run = subprocess.run(
         [sys.executable, "-m", "minitorch_dist.submit"],
-        cwd=edition, env=env, capture_output=True, text=True, check=True,
-    )  # fmt: skip
+        cwd=edition,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     path = Path(run.stdout.strip().splitlines()[-1])
     assert path.parent == edition and path.suffix == ".zip", run.stdout
     with zipfile.ZipFile(path) as z:

@@ -25,8 +25,9 @@ def test_stage0_parameters():
 def test_chapter_ex1_and_lab_ex1_optimizer_bytes():
     """12 bytes of a 1/32 (chapter) or 1/2 (lab) shard; 12 of every parameter without ZeRO."""
     for dp, batch in ((32, 1024), (2, 256)):
-        got = rank_memory(L70, ParallelConfig(dp=dp, tp=8, pp=4, zero=1), seq_len=4096,
-                          global_batch=batch)["optimizer"]  # fmt: skip
+        got = rank_memory(
+            L70, ParallelConfig(dp=dp, tp=8, pp=4, zero=1), seq_len=4096, global_batch=batch
+        )["optimizer"]
         assert got == 12 * -(-PSI_STAGE0 // dp)
     assert 12 * -(-PSI_STAGE0 // 32) == 851_828_736
 

@@ -35,8 +35,16 @@ from minitorch_dist.zero.checkpoint import load_checkpoint, save_checkpoint
 
 GBS, SEQ, VOCAB = 8, 8, 31
 ADAMW = {"lr": 1e-2, "weight_decay": 0.1}
-_FILE_OPS = [(builtins, "open"), (io, "open"), (os, "fsync"), (os, "rename"), (os, "replace"),
-             (os, "remove"), (os, "unlink"), (shutil, "rmtree")]  # fmt: skip
+_FILE_OPS = [
+    (builtins, "open"),
+    (io, "open"),
+    (os, "fsync"),
+    (os, "rename"),
+    (os, "replace"),
+    (os, "remove"),
+    (os, "unlink"),
+    (shutil, "rmtree"),
+]
 
 
 class _Crash(Exception):
@@ -78,8 +86,14 @@ def _trained(rank: int, world_size: int, steps: int) -> tuple[nn.Module, Any]:
     torch.manual_seed(0)
     model = TiedToy(vocab=VOCAB, hidden=5)  # a tied weight, a frozen layer, a buffer
     opt = ZeroStage1(model.parameters(), torch.optim.AdamW, **ADAMW)
-    run_training(model, opt, make_batches(VOCAB, GBS, SEQ, steps), rank=rank,
-                 world_size=world_size, weights=None)  # fmt: skip
+    run_training(
+        model,
+        opt,
+        make_batches(VOCAB, GBS, SEQ, steps),
+        rank=rank,
+        world_size=world_size,
+        weights=None,
+    )
     return model, opt
 
 
@@ -96,8 +110,9 @@ def _state(model: nn.Module, opt: Any) -> dict[str, Any]:
 def _same(a: dict[str, Any], b: dict[str, Any]) -> bool:
     if a.keys() != b.keys():
         return False
-    return all(torch.equal(a[k], b[k]) if isinstance(a[k], torch.Tensor) else a[k] == b[k]
-               for k in a)  # fmt: skip
+    return all(
+        torch.equal(a[k], b[k]) if isinstance(a[k], torch.Tensor) else a[k] == b[k] for k in a
+    )
 
 
 def _loaded(path: str, rank: int, world_size: int) -> tuple[int, dict[str, Any], list[str]]:
@@ -203,9 +218,13 @@ def test_rank_0_killed_at_each_step_of_the_publication(tmp_path):
     after it, whole, without a warning."""
     calls = launch(_calls_of_a_resave, 2, str(tmp_path / "count"))[0]
     commit = len(calls) - 1 - calls[::-1].index("os.replace")  # of latest
-    kills = [calls.index("os.rename", calls.index("os.rename") + 1),  # the directory's rename
-             commit, commit + 1,  # just before and just after the commit
-             calls.index("os.remove"), calls.index("os.unlink")]  # the old version  # fmt: skip
+    kills = [
+        calls.index("os.rename", calls.index("os.rename") + 1),  # the directory's rename
+        commit,
+        commit + 1,  # just before and just after the commit
+        calls.index("os.remove"),
+        calls.index("os.unlink"),
+    ]  # the old version
     paths = []
     for k in kills:
         paths.append(str(tmp_path / f"kill{k}"))

@@ -100,8 +100,9 @@ def _corrupt(rank: int, world_size: int, path: str, name: str, truncate: bool) -
     return "loaded"
 
 
-@pytest.mark.parametrize("name,truncate", [("__1_0.distcp", False), (".metadata", False),
-                                           ("__0_0.distcp", True)])  # fmt: skip
+@pytest.mark.parametrize(
+    "name,truncate", [("__1_0.distcp", False), (".metadata", False), ("__0_0.distcp", True)]
+)
 def test_a_corrupted_file_is_named(tmp_path, name, truncate):
     """Catches overwritten bytes surfacing as a UnicodeDecodeError deep in unpickling, or worse
     as wrong weights: every rank raises a ValueError naming the file and the checksum."""
@@ -116,8 +117,9 @@ def _denied(rank: int, world_size: int, path: str, where: str) -> tuple[str, str
     model, opt = _trained(rank, world_size, 1)
     if where == "load":
         save_checkpoint(path, model, opt, step=2)
-    cls, method = (FileSystemWriter, "write_data") if where == "save" else (FileSystemReader,
-                                                                          "read_data")  # fmt: skip
+    cls, method = (
+        (FileSystemWriter, "write_data") if where == "save" else (FileSystemReader, "read_data")
+    )
     if rank == 1:
 
         def refuse(self, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
@@ -139,8 +141,11 @@ def test_the_first_failing_ranks_error_heads_a_dcp_failure(tmp_path, where):
     """Catches DCP's headline ``CheckpointException ranks:dict_keys([1])`` hiding the cause:
     every rank raises rank 1's PermissionError, its message first, DCP's exception chained."""
     for got in launch(_denied, 2, str(tmp_path), where):
-        assert got == ("PermissionError", f"[Errno 13] Permission denied: "
-                       f"'{tmp_path / '__1_0.distcp'}'", "CheckpointException"), got  # fmt: skip
+        assert got == (
+            "PermissionError",
+            f"[Errno 13] Permission denied: '{tmp_path / '__1_0.distcp'}'",
+            "CheckpointException",
+        ), got
 
 
 class _Bigger(TiedToy):
@@ -154,9 +159,11 @@ def _strict(rank: int, world_size: int, path: str) -> dict:
     save_checkpoint(path, model, None, step=1)  # the model only
     out = {}
     torch.manual_seed(1)
-    for name, other in [("missing", _Bigger(vocab=VOCAB, hidden=5)),
-                        ("unexpected", nn.Sequential()),
-                        ("shape", TiedToy(vocab=VOCAB, hidden=6))]:  # fmt: skip
+    for name, other in [
+        ("missing", _Bigger(vocab=VOCAB, hidden=5)),
+        ("unexpected", nn.Sequential()),
+        ("shape", TiedToy(vocab=VOCAB, hidden=6)),
+    ]:
         before = {k: v.clone() for k, v in other.state_dict().items()}
         try:
             load_checkpoint(path, other, None)

@@ -89,7 +89,7 @@ def test_bus_bandwidth_factors_follow_nccl_tests() -> None:
                 "all_gather", 1, 2, alpha=0, bandwidth=1, algorithm="recursive_doubling"
             ),
             "all_reduce only",
-        ),  # fmt: skip
+        ),
         (lambda: bus_bandwidth("all_reduce", 1, 0.0, 2), "seconds must be > 0"),
         (lambda: bus_bandwidth("all_reduce", 1, 1.0, 0), "world_size must be"),
     ],
@@ -144,8 +144,10 @@ def _timelines(rank: int, world_size: int) -> dict:
     x, y = make_batches(256, 2 * world_size, 16, 1)[0]
     x, y = batch_slice(x, rank, world_size), batch_slice(y, rank, world_size)
     out = {}
-    wrappers = [("naive", DataParallelNaive),
-                ("bucketed", lambda m: DataParallelBucket(m, bucket_cap_mb=0.02))]  # fmt: skip
+    wrappers = [
+        ("naive", DataParallelNaive),
+        ("bucketed", lambda m: DataParallelBucket(m, bucket_cap_mb=0.02)),
+    ]
     for name, wrap in wrappers:
         torch.manual_seed(0)
         model = wrap(Llama(LlamaConfig.from_preset("tiny")))

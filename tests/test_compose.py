@@ -77,8 +77,12 @@ def test_the_model_has_one_forward():
 def test_every_transform_takes_the_module_then_the_group():
     """The naming rule: apply_<technique>(module, group, *, ...), the group second and
     positional."""
-    for fn in (apply_tensor_parallel, apply_context_parallel, apply_expert_parallel,
-               apply_pipeline_parallel):  # fmt: skip
+    for fn in (
+        apply_tensor_parallel,
+        apply_context_parallel,
+        apply_expert_parallel,
+        apply_pipeline_parallel,
+    ):
         params = list(inspect.signature(fn).parameters.values())
         assert params[1].name == "group", fn.__name__
         assert params[1].kind is inspect.Parameter.POSITIONAL_OR_KEYWORD, fn.__name__
@@ -185,8 +189,9 @@ def test_apply_pipeline_parallel_checks_the_schedule():
     with pytest.raises(ValueError, match="micro_batches"):
         apply_pipeline_parallel(Llama(TINY), None, schedule="1f1b", micro_batches=0)
     with pytest.raises(ValueError, match="the schedule is for pp=2"):
-        apply_pipeline_parallel(Llama(TINY), None, schedule=make_schedule("1f1b", 2, 4),
-                                micro_batches=4)  # fmt: skip
+        apply_pipeline_parallel(
+            Llama(TINY), None, schedule=make_schedule("1f1b", 2, 4), micro_batches=4
+        )
 
 
 def test_building_blocks_keep_their_old_home():

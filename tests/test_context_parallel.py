@@ -115,10 +115,10 @@ def test_merge_of_two_parts_equals_softmax_over_all_keys():
             "the parts' outputs were added as they are: each must be rescaled by "
             "exp(lse_part - lse) before adding (its softmax was normalised over its keys only)"
         )
-        torch.testing.assert_close(out, want_out, **TOL,
-                                   msg=lambda m: f"merged output: {m}")  # fmt: skip
-        torch.testing.assert_close(lse, want_lse, **TOL,
-                                   msg=lambda m: f"merged lse = log(exp(lse_a) + exp(lse_b)): {m}")  # fmt: skip
+        torch.testing.assert_close(out, want_out, **TOL, msg=lambda m: f"merged output: {m}")
+        torch.testing.assert_close(
+            lse, want_lse, **TOL, msg=lambda m: f"merged lse = log(exp(lse_a) + exp(lse_b)): {m}"
+        )
 
 
 @pytest.mark.lab08
@@ -128,13 +128,15 @@ def test_merge_folds_many_parts_in_any_order():
     is associative. Catches a merge that is right for two equal halves only."""
     q, k, v, _ = _inputs(2, heads=2, kv_heads=2)
     want_out, want_lse = _softmax_attention(q, k, v)
-    parts = [block_attention(q, k[:, :, i:j], v[:, :, i:j]) for i, j in ((0, 1), (1, 6), (6, 8),
-                                                                         (8, 16))]  # fmt: skip
+    parts = [
+        block_attention(q, k[:, :, i:j], v[:, :, i:j]) for i, j in ((0, 1), (1, 6), (6, 8), (8, 16))
+    ]
     chain = parts[0]
     for p in parts[1:]:
         chain = merge_partials(*chain, *p)
-    tree = merge_partials(*merge_partials(*parts[0], *parts[1]), *merge_partials(*parts[2],
-                                                                                 *parts[3]))  # fmt: skip
+    tree = merge_partials(
+        *merge_partials(*parts[0], *parts[1]), *merge_partials(*parts[2], *parts[3])
+    )
     for out, lse in (chain, tree):
         torch.testing.assert_close(out, want_out, **TOL)
         torch.testing.assert_close(lse, want_lse, **TOL)
@@ -157,8 +159,9 @@ def test_merge_handles_rows_fully_masked_in_a_part():
     torch.testing.assert_close(out[..., :3, :], out_b[..., :3, :], **TOL)
     torch.testing.assert_close(lse[..., :3], lse_b[..., :3], **TOL)
     none = torch.zeros(6, 6, dtype=torch.bool)
-    out0, lse0 = merge_partials(*block_attention(q, k, v, mask=none),
-                                *block_attention(q, k, v, mask=none))  # fmt: skip
+    out0, lse0 = merge_partials(
+        *block_attention(q, k, v, mask=none), *block_attention(q, k, v, mask=none)
+    )
     assert not out0.isnan().any() and (out0 == 0).all() and (lse0 == float("-inf")).all()
 
 
@@ -181,10 +184,14 @@ def _forward_rank(rank: int, cp: int, layout: str) -> dict:
     mine = [_layout(t, rank, cp, layout) for t in (q, k, v)]
     with CommCounter() as cc:
         out, lse = ring_attention_forward(*mine, layout=layout, merge=merge_partials)
-    return {"out": (out, _layout(want_out, rank, cp, layout)),
-            "lse": (lse, _layout(want_lse, rank, cp, layout)), "masked everywhere": wrong,
-            "bytes": cc.total_bytes_sent, "calls": dict(cc.calls),
-            "peers": dict(cc.bytes_sent_to)}  # fmt: skip
+    return {
+        "out": (out, _layout(want_out, rank, cp, layout)),
+        "lse": (lse, _layout(want_lse, rank, cp, layout)),
+        "masked everywhere": wrong,
+        "bytes": cc.total_bytes_sent,
+        "calls": dict(cc.calls),
+        "peers": dict(cc.bytes_sent_to),
+    }
 
 
 @pytest.mark.lab08
@@ -198,14 +205,17 @@ def test_ring_forward_equals_full_causal_attention(cp, layout):
     for rank, res in enumerate(launch(_forward_rank, cp, layout)):
         ours, want = res["out"]
         assert torch.allclose(ours, want, **TOL) or not torch.allclose(
-            ours, res["masked everywhere"], **TOL), (
+            ours, res["masked everywhere"], **TOL
+        ), (
             f"rank {rank}: the causal mask on an off-diagonal block: only a diagonal block (a "
             "chunk's queries against its own keys) is causal; an earlier chunk's keys are seen "
-            "whole")  # fmt: skip
+            "whole"
+        )
         for name in ("out", "lse"):
             ours, want = res[name]
-            torch.testing.assert_close(ours, want, **TOL,
-                                       msg=lambda m, r=rank, n=name: f"rank {r} {n}: {m}")  # fmt: skip
+            torch.testing.assert_close(
+                ours, want, **TOL, msg=lambda m, r=rank, n=name: f"rank {r} {n}: {m}"
+            )
 
 
 @pytest.mark.lab08
@@ -222,8 +232,9 @@ def test_ring_forward_sends_cp_minus_1_kv_blocks_to_the_next_rank(cp):
 def _work_rank(rank: int, cp: int, layout: str) -> float:
     q, k, v, _ = _inputs(b=1, heads=1, kv_heads=1, s=4 * cp, d=4)
     with WorkCounter().attached() as work:  # books each plan the ring asks block_plan for
-        ring_attention_forward(*(_layout(t, rank, cp, layout) for t in (q, k, v)), layout=layout,
-                               merge=merge_partials)  # fmt: skip
+        ring_attention_forward(
+            *(_layout(t, rank, cp, layout) for t in (q, k, v)), layout=layout, merge=merge_partials
+        )
     return work.units
 
 
@@ -272,11 +283,15 @@ def _backward_rank(rank: int, cp: int, layout: str) -> dict:
     dout_mine = torch.zeros_like(dout).index_copy_(2, mine, dout.index_select(2, mine))
     *_, dk_mine, dv_mine = _full(q, k, v, dout_mine)
     with CommCounter() as cc:
-        got = ring_attention_backward(sh(dout), sh(q), sh(k), sh(v), sh(out), sh(lse),
-                                      layout=layout)  # fmt: skip
-    return {"grads": list(zip(got, (sh(dq), sh(dk), sh(dv)))), "bytes": cc.total_bytes_sent,
-            "own": {"dk": sh(dk_mine), "dv": sh(dv_mine)},
-            "peers": dict(cc.bytes_sent_to)}  # fmt: skip
+        got = ring_attention_backward(
+            sh(dout), sh(q), sh(k), sh(v), sh(out), sh(lse), layout=layout
+        )
+    return {
+        "grads": list(zip(got, (sh(dq), sh(dk), sh(dv)))),
+        "bytes": cc.total_bytes_sent,
+        "own": {"dk": sh(dk_mine), "dv": sh(dv_mine)},
+        "peers": dict(cc.bytes_sent_to),
+    }
 
 
 @pytest.mark.lab08
@@ -297,13 +312,16 @@ def test_ring_backward_equals_full_attention_gradients(cp, layout):
                 own = res["own"][name]
                 assert not torch.allclose(ours, own, **TOL), (
                     f"rank {rank} {name} holds only its own share: the other ranks' shares "
-                    f"never came back round the ring ({rule})")  # fmt: skip
+                    f"never came back round the ring ({rule})"
+                )
                 assert not torch.allclose(ours, want - own, **TOL), (
                     f"rank {rank} {name} holds the other ranks' shares only: the buffer that came "
-                    f"back replaced this rank's own share instead of being added to it ({rule})")  # fmt: skip
+                    f"back replaced this rank's own share instead of being added to it ({rule})"
+                )
             hint = "" if name == "dq" else f" ({rule})"
-            torch.testing.assert_close(ours, want, **TOL,
-                                       msg=lambda m, r=rank, n=name, h=hint: f"rank {r} {n}{h}: {m}")  # fmt: skip
+            torch.testing.assert_close(
+                ours, want, **TOL, msg=lambda m, r=rank, n=name, h=hint: f"rank {r} {n}{h}: {m}"
+            )
 
 
 @pytest.mark.lab08
@@ -337,8 +355,9 @@ def test_ring_attention_end_to_end(cp, layout):
     through ``.backward`` equal full causal SDPA's shards to 1e-10."""
     for rank, pairs in enumerate(launch(_end_to_end_rank, cp, layout)):
         for name, (ours, want) in zip(("out", "dq", "dk", "dv"), pairs):
-            torch.testing.assert_close(ours, want, **TOL,
-                                       msg=lambda m, r=rank, n=name: f"rank {r} {n}: {m}")  # fmt: skip
+            torch.testing.assert_close(
+                ours, want, **TOL, msg=lambda m, r=rank, n=name: f"rank {r} {n}: {m}"
+            )
 
 
 @pytest.mark.lab08
@@ -367,11 +386,18 @@ def test_zigzag_shard_holds_half_chunks_r_and_2cp_minus_1_minus_r(cp):
         held = (mine[0] // 10 // (s // (2 * cp))).unique_consecutive().tolist()
         assert torch.equal(mine, want), (
             f"rank {r} holds half-chunks {held}, not r and 2cp - 1 - r = {[r, 2 * cp - 1 - r]}: "
-            f"{mine.tolist()}")  # fmt: skip
+            f"{mine.tolist()}"
+        )
         positions = shard_positions(s, r, cp, layout="zigzag")
-        assert torch.equal(positions, want[0] // 10), f"rank {r}'s positions {positions.tolist()}" + (
-            ": the contiguous layout's; a token keeps its place in the whole sequence (half-chunks"
-            " r and 2cp - 1 - r)" if torch.equal(positions, torch.arange(s).chunk(cp)[r]) else "")  # fmt: skip
+        assert torch.equal(positions, want[0] // 10), (
+            f"rank {r}'s positions {positions.tolist()}"
+            + (
+                ": the contiguous layout's; a token keeps its place in the whole sequence (half-chunks"
+                " r and 2cp - 1 - r)"
+                if torch.equal(positions, torch.arange(s).chunk(cp)[r])
+                else ""
+            )
+        )
         shards.append(mine)
     assert torch.equal(unshard_sequence(shards, layout="zigzag", dim=1), tokens)
 
@@ -388,13 +414,16 @@ def test_tiny_llama_zigzag_cp2_equals_the_reference():
 # -- not graded: formulas, bad input, the alternatives, memory -----------------------------------
 def test_causal_work_and_imbalance_formulas():
     """Catches a work count that forgets the diagonal (4r + 1) or counts it whole (4r + 3)."""
-    assert [causal_work(r, 8, layout="contiguous") for r in range(8)] == [4 * r + 2 for r in
-                                                                          range(8)]  # fmt: skip
+    assert [causal_work(r, 8, layout="contiguous") for r in range(8)] == [
+        4 * r + 2 for r in range(8)
+    ]
     assert [causal_work(r, 8, layout="zigzag") for r in range(8)] == [16] * 8
     assert work_imbalance(8, layout="contiguous") == 1.875
     assert work_imbalance(8, layout="zigzag") == 1.0
-    assert chunk_ids(1, 4, layout="zigzag") == [1, 6] and chunk_ids(1, 4,
-                                                                   layout="contiguous") == [2, 3]  # fmt: skip
+    assert chunk_ids(1, 4, layout="zigzag") == [1, 6] and chunk_ids(1, 4, layout="contiguous") == [
+        2,
+        3,
+    ]
 
 
 def test_bytes_formulas():

@@ -53,8 +53,12 @@ def _hybrid_rank(rank: int, cp: int, u: int, layout: str, kv_heads: int = 2) -> 
         out.backward(sh(dout))
     pairs = [(out.detach(), sh(want.detach()))]
     pairs += [(t.grad, sh(f.grad)) for t, f in zip(mine, full)]
-    return {"pairs": pairs, "fwd": fwd.total_bytes_sent, "bwd": bwd.total_bytes_sent,
-            "ops": sorted({c.op for c in fwd.log})}  # fmt: skip
+    return {
+        "pairs": pairs,
+        "fwd": fwd.total_bytes_sent,
+        "bwd": bwd.total_bytes_sent,
+        "ops": sorted({c.op for c in fwd.log}),
+    }
 
 
 @pytest.mark.parametrize("layout", LAYOUTS)
@@ -64,8 +68,9 @@ def test_hybrid_2x2_equals_full_causal_attention_forward_and_backward(layout):
     blocks), heads scattered to the wrong rank, and dk/dv not returned through the all-to-all."""
     for rank, res in enumerate(launch(_hybrid_rank, 4, 2, layout)):
         for name, (ours, want) in zip(("out", "dq", "dk", "dv"), res["pairs"]):
-            torch.testing.assert_close(ours, want, **TOL,
-                                       msg=lambda m, r=rank, n=name: f"rank {r} {n}: {m}")  # fmt: skip
+            torch.testing.assert_close(
+                ours, want, **TOL, msg=lambda m, r=rank, n=name: f"rank {r} {n}: {m}"
+            )
 
 
 @pytest.mark.parametrize("u", [1, 2, 4])
@@ -97,9 +102,11 @@ def test_hybrid_closed_form_is_ulysses_plus_ring():
     kw = dict(batch=1, heads=32, kv_heads=8, seq=131072, head_dim=128)
     for bwd in (False, True):
         assert hybrid_cp_bytes(**kw, u=8, r=1, backward=bwd) == ulysses_bytes_per_rank(
-            **kw, cp=8, backward=bwd)  # fmt: skip
+            **kw, cp=8, backward=bwd
+        )
         assert hybrid_cp_bytes(**kw, u=1, r=8, backward=bwd) == ring_bytes_per_rank(
-            1, 8, 131072, 128, 8, backward=bwd)  # fmt: skip
+            1, 8, 131072, 128, 8, backward=bwd
+        )
     block = 2 * 1 * (8 // 2) * (131072 // 4) * 128 * 2  # one ring block: 2 b (KV/u) (s/r) d p
     a2a = (2 - 1) * 1 * (131072 // 8) * 128 * 2 * (2 * 32 + 2 * 8) // 2
     assert hybrid_cp_bytes(**kw, u=2, r=4) == a2a + 3 * block

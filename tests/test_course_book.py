@@ -56,8 +56,12 @@ def test_a_sphinx_build_with_the_extension_shows_the_stub(tmp_path):
         "Page\n====\n\n.. literalinclude:: code.py\n   :pyobject: ring\n"
     )
     out = tmp_path / "html"
-    run = subprocess.run([sys.executable, "-m", "sphinx", "-q", "-b", "html", str(src), str(out)],
-                         capture_output=True, text=True, timeout=300)  # fmt: skip
+    run = subprocess.run(
+        [sys.executable, "-m", "sphinx", "-q", "-b", "html", str(src), str(out)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert run.returncode == 0, run.stderr
     page = (out / "index.html").read_text()
     assert "secret_solution_value" not in page

@@ -63,9 +63,13 @@ def _state(model: nn.Module, optimizer: object = None) -> dict[str, torch.Tensor
 
 def _reference(kind: str, opt: str, grad_acc: int = 1) -> Run:
     """One process, the whole global batch per step (grad_acc micro-batches of it)."""
-    return reference_run(lambda: _model(kind), lambda ps: _optimizer(ps, opt),
-                         make_batches(_vocab(kind), GLOBAL_BATCH, SEQ, STEPS),
-                         grad_acc=grad_acc, weights=_state)  # fmt: skip
+    return reference_run(
+        lambda: _model(kind),
+        lambda ps: _optimizer(ps, opt),
+        make_batches(_vocab(kind), GLOBAL_BATCH, SEQ, STEPS),
+        grad_acc=grad_acc,
+        weights=_state,
+    )
 
 
 def _wrap(variant: str, model: nn.Module, cap_mb: float) -> nn.Module:
@@ -84,15 +88,27 @@ def _train(rank, world_size, kind, opt, variant, cap_mb=25.0, grad_acc=1) -> dic
         counters.append(CommCounter())
         return counters[-1]
 
-    run = run_training(ddp, _optimizer(model.parameters(), opt),
-                       make_batches(_vocab(kind), GLOBAL_BATCH, SEQ, STEPS), rank=rank,
-                       world_size=world_size, grad_acc=grad_acc, around_step=counted,
-                       grads=lambda m, o: param_grads(model), weights=lambda m, o: _state(model))  # fmt: skip
+    run = run_training(
+        ddp,
+        _optimizer(model.parameters(), opt),
+        make_batches(_vocab(kind), GLOBAL_BATCH, SEQ, STEPS),
+        rank=rank,
+        world_size=world_size,
+        grad_acc=grad_acc,
+        around_step=counted,
+        grads=lambda m, o: param_grads(model),
+        weights=lambda m, o: _state(model),
+    )
     steps = [(cc.calls["all_reduce"], cc.bytes_sent["all_reduce"]) for cc in counters]
     buckets = [b.nbytes for b in ddp.buckets] if variant == "bucketed" else None
     grads = [p.numel() * p.element_size() for p in model.parameters() if p.requires_grad]
-    return {"run": run, "agree": replicas_agree(model), "steps": steps, "buckets": buckets,
-            "grads": grads}  # fmt: skip
+    return {
+        "run": run,
+        "agree": replicas_agree(model),
+        "steps": steps,
+        "buckets": buckets,
+        "grads": grads,
+    }
 
 
 def _check_against_reference(results: list[dict], ref: Run) -> None:
@@ -102,8 +118,9 @@ def _check_against_reference(results: list[dict], ref: Run) -> None:
     n = len(results)
     mistake = scale_mistake(results[0]["run"].grads, ref.grads, n)  # the first step's grads
     assert mistake is None, mistake
-    assert_runs_match([r["run"] for r in results], ref, outputs=lambda rank: Shard(0, rank, n),
-                      tolerance=TIGHT)  # fmt: skip
+    assert_runs_match(
+        [r["run"] for r in results], ref, outputs=lambda rank: Shard(0, rank, n), tolerance=TIGHT
+    )
 
 
 # -- lab05.2: naive ---------------------------------------------------------------------------
@@ -127,8 +144,9 @@ def test_broadcast_copies_rank_0_everywhere() -> None:
 
 @pytest.mark.lab05
 @pytest.mark.task("lab05.2")
-@pytest.mark.parametrize(("kind", "opt", "world_size"),
-                         [("toy", "sgd", 4), ("toy", "adamw", 2), ("llama", "sgd", 4)])  # fmt: skip
+@pytest.mark.parametrize(
+    ("kind", "opt", "world_size"), [("toy", "sgd", 4), ("toy", "adamw", 2), ("llama", "sgd", 4)]
+)
 def test_naive_matches_single_process(kind: str, opt: str, world_size: int) -> None:
     """Catches summing without dividing by n, a missing broadcast, a tied weight reduced twice,
     or a frozen parameter waited for: weights after 3 steps equal one process's."""
@@ -483,9 +501,16 @@ def _train_options(rank: int, world_size: int, variant: str, cap_mb: float | Non
         ddp = DataParallelBucket(model, bucket_cap_mb=cap_mb, find_unused_parameters=True)
     counters: list = []
     opt = _FinishAgain(ddp, torch.optim.SGD(model.parameters(), lr=0.5, momentum=0.9), counters)
-    run = run_training(ddp, opt, _branchy_batches(), rank=rank, world_size=world_size,
-                       loss_fn=cross_entropy, grads=lambda m, o: param_grads(model),
-                       weights=lambda m, o: _state(model))  # fmt: skip
+    run = run_training(
+        ddp,
+        opt,
+        _branchy_batches(),
+        rank=rank,
+        world_size=world_size,
+        loss_fn=cross_entropy,
+        grads=lambda m, o: param_grads(model),
+        weights=lambda m, o: _state(model),
+    )
     keys = list(ddp.state_dict()) == list(model.state_dict())
     ddp.load_state_dict({k: torch.zeros_like(v) for k, v in ddp.state_dict().items()})
     zeroed = not any(v.any() for v in model.state_dict().values())
@@ -493,20 +518,26 @@ def _train_options(rank: int, world_size: int, variant: str, cap_mb: float | Non
     return {"run": run, "again": counters, "keys": keys, "zeroed": zeroed, "buckets": buckets}
 
 
-@pytest.mark.parametrize(("variant", "cap_mb"), [("naive", None), ("bucketed", 1e-5),
-                                                 ("bucketed", None)])  # fmt: skip
+@pytest.mark.parametrize(
+    ("variant", "cap_mb"), [("naive", None), ("bucketed", 1e-5), ("bucketed", None)]
+)
 def test_unused_parameters_a_second_finish_and_one_bucket(variant: str, cap_mb: float | None):
     """Catches a parameter unused on one rank that hangs or breaks the step (find_unused:
     zeros from that rank, the one-process gradient after averaging), a parameter no rank used
     that gets a zero gradient (so momentum and weight decay would move it), a second
     finish_gradient_synchronization() that communicates or raises, bucket_cap_mb=None that is
     not one bucket, and state_dict keys prefixed with ``module.``."""
-    ref = reference_run(Branchy, lambda ps: torch.optim.SGD(ps, lr=0.5, momentum=0.9),
-                        _branchy_batches(), weights=_state)  # fmt: skip
+    ref = reference_run(
+        Branchy,
+        lambda ps: torch.optim.SGD(ps, lr=0.5, momentum=0.9),
+        _branchy_batches(),
+        weights=_state,
+    )
     assert "extra.weight" in ref.grads and "never.weight" not in ref.grads  # the premise
     results = launch(_train_options, 2, variant, cap_mb)
-    assert_runs_match([r["run"] for r in results], ref, outputs=lambda rank: Shard(0, rank, 2),
-                      tolerance=TIGHT)  # fmt: skip
+    assert_runs_match(
+        [r["run"] for r in results], ref, outputs=lambda rank: Shard(0, rank, 2), tolerance=TIGHT
+    )
     for r in results:
         assert r["again"] == [{}] * STEPS  # the second call sent nothing
         assert r["keys"] and r["zeroed"]

@@ -72,7 +72,8 @@ def test_top_k_route_held_example_with_ties():
     total = weights.sum(-1)
     assert torch.allclose(total, torch.ones(2)), (
         f"the k weights sum to {total.tolist()}: they were not renormalised (normalize=True "
-        "divides them by their sum)")  # fmt: skip
+        "divides them by their sum)"
+    )
     torch.testing.assert_close(weights, torch.full((2, 2), 0.5))  # equal logits, renormalised
     w3, e3, _ = top_k_route(torch.tensor([[0.0, 1.0, 2.0, 3.0]]), 3)
     assert e3.tolist() == [[3, 2, 1]]
@@ -82,7 +83,8 @@ def test_top_k_route_held_example_with_ties():
     assert not torch.allclose(raw.sum(), torch.tensor(1.0)), (
         f"with normalize=False the 3 weights {raw[0].tolist()} sum to 1: the softmax ran over "
         "the k chosen logits (after the top-k); it runs over all E experts first, and the "
-        f"chosen probabilities {p[[3, 2, 1]].tolist()} are kept as they are (Switch)")  # fmt: skip
+        f"chosen probabilities {p[[3, 2, 1]].tolist()} are kept as they are (Switch)"
+    )
     torch.testing.assert_close(raw[0], p[[3, 2, 1]])
 
 
@@ -114,10 +116,12 @@ def test_switch_loss_held_example():
     top_k_probs = 4 * (0.5 * 0.2 + 0.25 * 0.1 + 0 * 0 + 0.25 * 0.1)
     assert got.item() == pytest.approx(hand, abs=1e-12), f"switch loss {got.item()}, not {hand}" + (
         ": the factor E (the number of experts, 4) is missing"
-        if got.item() == pytest.approx(hand / 4) else
-        ": P_i was computed from the top-k probabilities only (each token's chosen experts); "
+        if got.item() == pytest.approx(hand / 4)
+        else ": P_i was computed from the top-k probabilities only (each token's chosen experts); "
         "P_i is the mean of expert i's probability over all tokens, chosen or not"
-        if got.item() == pytest.approx(top_k_probs) else "")  # fmt: skip
+        if got.item() == pytest.approx(top_k_probs)
+        else ""
+    )
     # "switch" counts the first choice only, whatever top_k says
     assert load_balancing_loss(PROBS, top_k=2, style="switch").item() == pytest.approx(hand)
 
@@ -137,7 +141,9 @@ def test_topk_and_mixtral_losses_held_example():
     assert topk == pytest.approx(4 / 2 * sum_cp, abs=1e-12), f"topk loss {topk}, not 1.0375" + (
         ": P_i was computed from the top-k probabilities only (each token's chosen experts); "
         "P_i is the mean of expert i's probability over all tokens, chosen or not"
-        if topk == pytest.approx(0.7875) else "")  # fmt: skip
+        if topk == pytest.approx(0.7875)
+        else ""
+    )
     assert mixtral == pytest.approx(4 * sum_cp, abs=1e-12)
     assert mixtral == pytest.approx(2 * topk)
     # at k = 1 all three are Switch's
@@ -159,7 +165,8 @@ def test_losses_at_uniform_routing_and_their_gradient():
     assert not (p.grad[~top1 & (f > 0)] == 0).all(), (
         "the loss has no gradient on the probabilities of the experts a token did not choose: "
         "P_i was computed from the top-k probabilities only; P_i is the mean of expert i's "
-        "probability over all tokens, chosen or not (d loss / d p_ti = E f_i / T for every t)")  # fmt: skip
+        "probability over all tokens, chosen or not (d loss / d p_ti = E f_i / T for every t)"
+    )
     torch.testing.assert_close(p.grad, (4 * f / 4).expand(4, 4))
     # token t: (0.4, 0.3, 0.2, 0.1) rolled by t -- every expert is chosen equally, P_i = 1/4
     rolled = torch.stack([torch.roll(torch.tensor([0.4, 0.3, 0.2, 0.1]), t) for t in range(8)])
@@ -210,11 +217,13 @@ def test_apply_capacity_held_example():
     kept = [int(keep[indices == e].sum()) for e in range(3)]
     assert max(kept) <= 2, (
         f"experts keep {kept} choices with capacity C = 2: a choice is kept only while fewer "
-        "than C earlier choices went to its expert (position < C, not <= C)")  # fmt: skip
+        "than C earlier choices went to its expert (position < C, not <= C)"
+    )
     assert not (keep[3, 0] and not keep[2, 1]), (
         f"kept {keep.tolist()}: token 3's first choice was kept and token 2's second dropped, so "
         "the queue was filled slot-major (every token's first choice before any second); it is "
-        "token-major: token 0's choices, then token 1's, ... first come, first served")  # fmt: skip
+        "token-major: token 0's choices, then token 1's, ... first come, first served"
+    )
     want = [[True, True], [True, True], [False, True], [False, False]]
     assert keep.tolist() == want, f"kept {keep.tolist()}, not {want} (token order, then slot order)"
     assert apply_capacity(indices, 3, 0).sum() == 0
@@ -264,8 +273,10 @@ def _dispatch_rank(rank: int, n: int) -> dict:
     if wrong.item():
         return {"send": send, "recv": recv}
     # row i of rank r for rank j: the value 100 r + 10 j + i, in 2 columns
-    rows = [torch.tensor([[100.0 * rank + 10 * j + i] * 2 for i in range(s)]) for j, s in
-            enumerate(send)]  # fmt: skip
+    rows = [
+        torch.tensor([[100.0 * rank + 10 * j + i] * 2 for i in range(s)])
+        for j, s in enumerate(send)
+    ]
     x = torch.cat(rows).double().view(-1, 2).requires_grad_()
     got = dispatch(x, send, recv, W)
     got.backward(got.detach() * 2 + 1)  # a gradient that names its row
@@ -349,8 +360,13 @@ def _ep_block_rank(rank: int, n: int) -> dict:
     y = layer(mine)
     ((y * g.chunk(n)[rank]).sum() / mine.shape[0]).backward()  # this rank's mean
     grads = {name: p.grad for name, p in layer.named_parameters() if p.grad is not None}
-    return {"y": y.detach(), "x_grad": mine.grad, "grads": grads,
-            "send": list(seen.send_splits), "counts": layer.last_tokens_per_expert.tolist()}  # fmt: skip
+    return {
+        "y": y.detach(),
+        "x_grad": mine.grad,
+        "grads": grads,
+        "send": list(seen.send_splits),
+        "counts": layer.last_tokens_per_expert.tolist(),
+    }
 
 
 @pytest.mark.lab10
@@ -368,7 +384,10 @@ def test_ep_block_equals_single_process_block(n):
         strided = [sum(out["counts"][j::n]) for j in range(n)]
         assert out["send"] == want, f"rank {r} sent {out['send']} rows to the ranks, not {want}" + (
             ": rank j owns the contiguous experts j E/ep ... (j + 1) E/ep - 1 (local_experts), "
-            "not every ep-th one (e % ep)" if out["send"] == strided else "")  # fmt: skip
+            "not every ep-th one (e % ep)"
+            if out["send"] == strided
+            else ""
+        )
     block, x, g = _block_and_data()
     x.requires_grad_()
     y = block(x)
@@ -378,8 +397,12 @@ def test_ep_block_equals_single_process_block(n):
         unsorted = []
         for mine in x.detach().chunk(n):
             weights, indices, _ = block.router(mine)
-            rows = torch.stack([block.experts[int(e)](mine[i // indices.shape[1]])
-                                for i, e in enumerate(indices.reshape(-1))])  # fmt: skip
+            rows = torch.stack(
+                [
+                    block.experts[int(e)](mine[i // indices.shape[1]])
+                    for i, e in enumerate(indices.reshape(-1))
+                ]
+            )
             rows = rows[torch.sort(indices.reshape(-1), stable=True).indices]  # still sorted
             unsorted.append((rows.view(*indices.shape, -1) * weights[..., None]).sum(1))
     ours = torch.cat([o["y"] for o in outs])
@@ -397,12 +420,20 @@ def test_ep_block_equals_single_process_block(n):
     x_grads = torch.cat([o["x_grad"] for o in outs]) / n  # each rank's loss is its own mean
     torch.testing.assert_close(x_grads, x.grad, rtol=0, atol=EXACT)
     for r, out in enumerate(outs):
-        owned = {f"experts.{e}.{w}.weight" for e in range(r * 4 // n, (r + 1) * 4 // n)
-                 for w in ("w1", "w2", "w3")}  # fmt: skip
+        owned = {
+            f"experts.{e}.{w}.weight"
+            for e in range(r * 4 // n, (r + 1) * 4 // n)
+            for w in ("w1", "w2", "w3")
+        }
         assert set(out["grads"]) == owned | {"router.gate.weight"}, f"rank {r}"
         for name, grad in out["grads"].items():
-            torch.testing.assert_close(grad, full[name].grad, rtol=0, atol=EXACT,
-                                       msg=lambda m, n=name, r=r: f"rank {r} {n}: {m}")  # fmt: skip
+            torch.testing.assert_close(
+                grad,
+                full[name].grad,
+                rtol=0,
+                atol=EXACT,
+                msg=lambda m, n=name, r=r: f"rank {r} {n}: {m}",
+            )
 
 
 class _FixedRouter(torch.nn.Module):
@@ -432,7 +463,8 @@ def _assert_contiguous_layout() -> None:
             f"rank {rank}: every token chose experts 0 and 1, which rank 0 owns, but the layer "
             f"sent {out['send']} rows to ranks 0 and 1: rank r owns the contiguous experts "
             "r E/ep ... (r + 1) E/ep - 1 (local_experts), not every ep-th one (e % ep); sort the "
-            "choices by expert and send expert e's rows to rank e // (E/ep)")  # fmt: skip
+            "choices by expert and send expert e's rows to rank e // (E/ep)"
+        )
         assert out["recv"] == ([per_rank] * n if rank == 0 else [0] * n), f"rank {rank}: {out}"
 
 
@@ -459,7 +491,8 @@ def test_tiny_llama_with_moe_trains_like_its_reference(ep):
             _assert_contiguous_layout()  # names the layout when that is the mistake
         assert comparison.max_abs_error < 1e-10, (
             f"rank {rank}: after 3 steps {comparison.worst} differs from one process's by "
-            f"{comparison.max_abs_error:.3g} (more than 1e-10)")  # fmt: skip
+            f"{comparison.max_abs_error:.3g} (more than 1e-10)"
+        )
         assert any(n.startswith("grad layers.0.mlp.experts.") for n in comparison.errors)
 
 
@@ -517,8 +550,9 @@ def _capacity_rank(rank: int, n: int) -> dict:
     torch.manual_seed(0)
     cfg = MoEConfig(experts=4, top_k=2, expert_ffn=12, capacity_factor=1.0)
     block = MoEBlock(HIDDEN, cfg).double()
-    x = torch.randn(TOKENS * n, HIDDEN, generator=torch.Generator().manual_seed(1),
-                    dtype=torch.float64)  # fmt: skip
+    x = torch.randn(
+        TOKENS * n, HIDDEN, generator=torch.Generator().manual_seed(1), dtype=torch.float64
+    )
     layer = apply_expert_parallel(block, W, dispatch_mode="capacity")
     return {"y": layer(x.chunk(n)[rank]).detach(), "keep": layer.last_keep}
 
@@ -531,8 +565,9 @@ def test_capacity_mode_equals_the_block_on_each_ranks_tokens(n):
     torch.manual_seed(0)
     cfg = MoEConfig(experts=4, top_k=2, expert_ffn=12, capacity_factor=1.0)
     block = MoEBlock(HIDDEN, cfg).double()
-    x = torch.randn(TOKENS * n, HIDDEN, generator=torch.Generator().manual_seed(1),
-                    dtype=torch.float64)  # fmt: skip
+    x = torch.randn(
+        TOKENS * n, HIDDEN, generator=torch.Generator().manual_seed(1), dtype=torch.float64
+    )
     dropped = 0
     for rank, out in enumerate(outs):
         y = block(x.chunk(n)[rank]).detach()

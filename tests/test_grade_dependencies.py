@@ -96,9 +96,21 @@ def test_an_edition_with_lab06_2_written_but_not_lab06_1(tmp_path: Path) -> None
     env["PYTHONPATH"] = str(dest)
     results = dest / "results.json"
     run = subprocess.run(
-        [sys.executable, "-m", "minitorch_dist.grade", "--task", "lab06.2", "--results", str(results)],
-        cwd=dest, env=env, capture_output=True, text=True, timeout=600,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "minitorch_dist.grade",
+            "--task",
+            "lab06.2",
+            "--results",
+            str(results),
+        ],
+        cwd=dest,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     report = json.loads(results.read_text())
     tests = report["tests"]

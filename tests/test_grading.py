@@ -51,9 +51,13 @@ def _env(root: Path) -> dict[str, str]:
 def collected() -> dict[str, list]:
     """nodeid -> [lab, task, problem] of every test in tests/ (collected in a subprocess)."""
     run = subprocess.run(
-        [sys.executable, "-c", _COLLECT], cwd=ROOT, env=_env(ROOT),
-        capture_output=True, text=True, timeout=600,
-    )  # fmt: skip
+        [sys.executable, "-c", _COLLECT],
+        cwd=ROOT,
+        env=_env(ROOT),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     line = [x for x in run.stdout.splitlines() if x.startswith("JSON")]
     assert line, run.stdout[-3000:] + run.stderr[-3000:]
     return json.loads(line[-1][4:])
@@ -154,8 +158,12 @@ def test_a_deadlocked_task_fails_in_seconds_and_stops_its_other_tests(synthetic:
     start = time.monotonic()
     run = subprocess.run(
         [sys.executable, "-m", "minitorch_dist.grade", "--results", "r.json"],
-        cwd=synthetic, env=_env(ROOT), capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
+        cwd=synthetic,
+        env=_env(ROOT),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     seconds = time.monotonic() - start
     assert run.returncode == 0, run.stdout + run.stderr
     assert seconds < 45, f"grading took {seconds:.0f} s"
@@ -179,8 +187,14 @@ def test_a_deadlocked_task_fails_in_seconds_and_stops_its_other_tests(synthetic:
     lines = run.stdout.splitlines()
     assert lines[0].startswith("lab / task")
     rows = [re.sub(r"\s+", " ", x).strip() for x in lines[1:7]]
-    assert rows == ["lab07 1 3 0 1/4", "lab07.1 1 2 0 1/3", "lab07.2 0 1 0 0/1",
-                    "lab08 0 1 1 0/1", "lab08.1 0 1 1 0/1", "total 1 4 1 1/5"]  # fmt: skip
+    assert rows == [
+        "lab07 1 3 0 1/4",
+        "lab07.1 1 2 0 1/3",
+        "lab07.2 0 1 0 0/1",
+        "lab08 0 1 1 0/1",
+        "lab08.1 0 1 1 0/1",
+        "total 1 4 1 1/5",
+    ]
     failures = [x for x in lines if " FAILED " in x]
     assert len(failures) == 4 and all(len(x) < 400 for x in failures)
     assert "Traceback" not in run.stdout and "line 1" not in run.stdout
@@ -194,10 +208,25 @@ def test_one_task_alone_with_grade_and_with_plain_pytest(synthetic: Path) -> Non
     assert results[0].task == "lab07.2" and "lab07.2: do it" in results[0].reason
     assert "lab07.2" in gradescope_json(results, 1.0)["output"]
     run = subprocess.run(
-        [sys.executable, "-m", "pytest", "tests", "-m", "lab07", "--task", "lab07.2", "-q",
-         "-p", "no:cacheprovider"],
-        cwd=synthetic, env=_env(ROOT), capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "tests",
+            "-m",
+            "lab07",
+            "--task",
+            "lab07.2",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+        ],
+        cwd=synthetic,
+        env=_env(ROOT),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert "1 failed, 5 deselected" in run.stdout, run.stdout[-2000:]
     with pytest.raises(ValueError, match="task ids look like"):
         grade(synthetic, tasks=["lab7.1"])
@@ -224,13 +253,21 @@ def test_a_deadlocked_ring_grades_lab05_within_two_minutes(tmp_path: Path) -> No
     text = ring.read_text()
     anchor = "    # BEGIN SOLUTION lab05.1: the reduce-scatter phase of the ring\n"
     assert anchor in text
-    ring.write_text(text.replace(anchor, anchor + textwrap.dedent(_STUCK).replace("\n", "\n    ")
-                                 .lstrip("\n").rstrip(" ")))  # fmt: skip
+    ring.write_text(
+        text.replace(
+            anchor,
+            anchor + textwrap.dedent(_STUCK).replace("\n", "\n    ").lstrip("\n").rstrip(" "),
+        )
+    )
     start = time.monotonic()
     run = subprocess.run(
         [sys.executable, "-m", "minitorch_dist.grade", "--labs", "lab05", "--results", "r.json"],
-        cwd=tmp_path, env=_env(tmp_path), capture_output=True, text=True, timeout=600,
-    )  # fmt: skip
+        cwd=tmp_path,
+        env=_env(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     seconds = time.monotonic() - start
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     print(f"lab 5 with a deadlocked ring graded in {seconds:.0f} s")
@@ -255,8 +292,12 @@ def test_a_test_file_that_does_not_import_is_reported_not_hidden(tmp_path: Path)
     )
     run = subprocess.run(
         [sys.executable, "-m", "minitorch_dist.grade", "--results", "r.json"],
-        cwd=tmp_path, env=_env(ROOT), capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+        cwd=tmp_path,
+        env=_env(ROOT),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert run.returncode == 1 and "no graded tests found" not in run.stderr, run.stderr
     assert "test_tooling.py" in run.stderr and "not_installed_here" in run.stderr, run.stderr
     assert "failed to import" in run.stderr
@@ -266,8 +307,12 @@ def test_a_test_file_that_does_not_import_is_reported_not_hidden(tmp_path: Path)
     )
     run = subprocess.run(
         [sys.executable, "-m", "minitorch_dist.grade", "--results", "r.json"],
-        cwd=tmp_path, env=_env(ROOT), capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+        cwd=tmp_path,
+        env=_env(ROOT),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert run.returncode == 0, run.stdout + run.stderr
     report = json.loads((tmp_path / "r.json").read_text())
     assert report["score"] == 1 and "1/1" in run.stdout

@@ -55,9 +55,13 @@ def _reduce_on_every_group(rank: int, world_size: int, sizes: dict[str, int]) ->
     for name in GROUPS:
         t = torch.tensor([float(rank)])
         dist.all_reduce(t, group=grid.group(name))
-        out[name] = {"sum": t.item(), "ranks": grid.ranks(name), "index": grid.index(name),
-                     "group_rank": dist.get_rank(grid.group(name)),
-                     "group_size": dist.get_world_size(grid.group(name))}  # fmt: skip
+        out[name] = {
+            "sum": t.item(),
+            "ranks": grid.ranks(name),
+            "index": grid.index(name),
+            "group_rank": dist.get_rank(grid.group(name)),
+            "group_size": dist.get_world_size(grid.group(name)),
+        }
     out["coords"] = grid.coords
     return out
 
@@ -171,9 +175,15 @@ def _dp_on_grid(rank: int, world_size: int, wrapper: str) -> tuple[int, object]:
     group = grid.group("dp")
     if wrapper == "zero1":
         opt = zero_optimizer(model, 1, lr=1e-2, group=group)
-        run = run_training(model, opt, _batches(replica), rank=grid.index("dp"),
-                           world_size=grid.size("dp"), grads=lambda m, o: {},
-                           weights=lambda m, o: o.full_parameters())  # fmt: skip
+        run = run_training(
+            model,
+            opt,
+            _batches(replica),
+            rank=grid.index("dp"),
+            world_size=grid.size("dp"),
+            grads=lambda m, o: {},
+            weights=lambda m, o: o.full_parameters(),
+        )
         return replica, run
     ddp = (DataParallelNaive if wrapper == "naive" else DataParallelBucket)(model, group=group)
     names = {n for n, p in model.named_parameters() if p.requires_grad}
@@ -184,8 +194,15 @@ def _dp_on_grid(rank: int, world_size: int, wrapper: str) -> tuple[int, object]:
     def grads(m: object, o: object) -> dict:
         return {n: p.grad.clone() for n, p in model.named_parameters() if n in names}
 
-    run = run_training(ddp, _sgd(model.parameters()), _batches(replica), rank=grid.index("dp"),
-                       world_size=grid.size("dp"), grads=grads, weights=unwrapped)  # fmt: skip
+    run = run_training(
+        ddp,
+        _sgd(model.parameters()),
+        _batches(replica),
+        rank=grid.index("dp"),
+        world_size=grid.size("dp"),
+        grads=grads,
+        weights=unwrapped,
+    )
     return replica, run
 
 
@@ -200,8 +217,9 @@ def test_data_parallel_and_zero_accept_the_grids_dp_group(wrapper: str) -> None:
         runs = [run for rep, run in results if rep == replica]
         assert len(runs) == SHAPE["dp"]
         if wrapper == "zero1":
-            ref = reference_run(lambda: TiedToy(vocab=11), lambda ps: torch.optim.Adam(ps, 1e-2),
-                                _batches(replica))  # fmt: skip
+            ref = reference_run(
+                lambda: TiedToy(vocab=11), lambda ps: torch.optim.Adam(ps, 1e-2), _batches(replica)
+            )
             assert_runs_match(runs, ref, check=check, tolerance={"atol": 1e-5, "rtol": 1e-4})
         else:
             ref = reference_run(lambda: TiedToy(vocab=11), _sgd, _batches(replica))

@@ -42,9 +42,12 @@ def test_all_reduce_by_halves_sums_over_every_rank(world_size: int) -> None:
     for rank, (got, in_place, _, _) in enumerate(launch(_sum_and_calls, world_size)):
         assert in_place, f"rank {rank}: the sum must be written into the tensor passed in"
         torch.testing.assert_close(
-            got, expected, rtol=0, atol=0,
+            got,
+            expected,
+            rtol=0,
+            atol=0,
             msg=lambda m, rank=rank: f"rank {rank} does not hold the sum over all ranks: {m}",
-        )  # fmt: skip
+        )
 
 
 @pytest.mark.lab00

@@ -17,8 +17,14 @@ def test_lab3_exercise_answers() -> None:
     from which the unfused attention's probabilities outweigh everything else."""
     s, b, p = 256, 8, 4
     h, layers, vocab, d = TINY.hidden, TINY.layers, TINY.vocab_size, TINY.head_dim
-    by_hand = (layers * p * b * s * h + p * 2 * s * d + p * (3 * b * s * h + b * s)
-               + 4 * b * s * vocab + 8 * b * s + 8)  # fmt: skip
+    by_hand = (
+        layers * p * b * s * h
+        + p * 2 * s * d
+        + p * (3 * b * s * h + b * s)
+        + 4 * b * s * vocab
+        + 8 * b * s
+        + 8
+    )
     assert (
         by_hand == measure_recompute(TINY, seq_len=s, micro_batch=b, policy="full")["activations"]
     )

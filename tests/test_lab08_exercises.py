@@ -49,10 +49,12 @@ def test_lab_section7_llama3_8b_scale():
     llama = LlamaConfig.from_preset("llama-3-8b")
     whole = llama_activation_bytes(llama, seq_len=131072, micro_batch=1, recompute="full")
     for cp in (4, 16):
-        per_rank = llama_activation_bytes(llama, seq_len=131072, micro_batch=1,
-                                          recompute="full", cp=cp)  # fmt: skip
-        assert per_rank == llama_activation_bytes(llama, seq_len=131072 // cp, micro_batch=1,
-                                                  recompute="full")  # fmt: skip
+        per_rank = llama_activation_bytes(
+            llama, seq_len=131072, micro_batch=1, recompute="full", cp=cp
+        )
+        assert per_rank == llama_activation_bytes(
+            llama, seq_len=131072 // cp, micro_batch=1, recompute="full"
+        )
         assert abs(per_rank * cp - whole) <= 8 * cp  # the loss's two fp32 scalars, per rank
     tokens = min_tokens_per_rank(heads=32, kv_heads=8, bandwidth=450e9, flops=989e12)
     assert math.ceil(tokens) == math.ceil(8 * 2 * 989e12 / (32 * 450e9)) == 1099

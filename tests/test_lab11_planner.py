@@ -36,8 +36,16 @@ S, B = 4096, 64  # sequence length, global batch (sequences)
 
 
 def _per_layer(**kw: object) -> int:
-    args = {"seq_len": S, "micro_batch": 1, "hidden": 4096, "heads": 32, "tp": 1, "sp": False,
-            "recompute": "selective", "cp": 1} | kw  # fmt: skip
+    args = {
+        "seq_len": S,
+        "micro_batch": 1,
+        "hidden": 4096,
+        "heads": 32,
+        "tp": 1,
+        "sp": False,
+        "recompute": "selective",
+        "cp": 1,
+    } | kw
     return activation_bytes(**args)
 
 
@@ -177,8 +185,13 @@ def _fake_row(dp: int, total: float, memory: int, reason: str = "") -> Row:
 def test_rank_by_time_then_bytes_then_fields_rejected_last():
     """Catches ranking by memory or MFU instead of step time, ties left to input order (so two
     machines disagree), and rejected rows mixed in with those that fit."""
-    rows = [_fake_row(4, 2.0, 10), _fake_row(1, 1.0, 30), _fake_row(3, 1.0, 20),
-            _fake_row(5, 0.5, 99, reason="needs too much"), _fake_row(2, 1.0, 20)]  # fmt: skip
+    rows = [
+        _fake_row(4, 2.0, 10),
+        _fake_row(1, 1.0, 30),
+        _fake_row(3, 1.0, 20),
+        _fake_row(5, 0.5, 99, reason="needs too much"),
+        _fake_row(2, 1.0, 20),
+    ]
     why = "rank fitting rows by predicted step time (ties: fewer bytes, then fields), rejected last"
     assert [r.config.dp for r in rank(rows)] == [2, 3, 1, 4, 5], why
     assert [r.config.dp for r in rank(rows[::-1])] == [2, 3, 1, 4, 5], why
@@ -204,8 +217,9 @@ def test_choose_returns_the_fastest_fitting_config_and_its_numbers():
     worst = getattr(order[0].time, choice.bottleneck)
     assert choice.bottleneck in overheads
     assert all(getattr(order[0].time, k) <= worst for k in overheads), choice.bottleneck
-    assert all(getattr(order[0].time, k) < worst for k in overheads[: overheads.index(
-        choice.bottleneck)]), "ties go to the first name in alphabetical order"  # fmt: skip
+    assert all(
+        getattr(order[0].time, k) < worst for k in overheads[: overheads.index(choice.bottleneck)]
+    ), "ties go to the first name in alphabetical order"
 
 
 @pytest.mark.lab11

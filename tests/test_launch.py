@@ -282,3 +282,18 @@ def test_a_rank_own_error_is_the_root_cause_whatever_its_message_says():
         launch(_stub_mentions_a_timeout, 2, timeout=20)
     assert not isinstance(info.value, RankTimeoutError)
     assert info.value.rank == 1 and info.value.exc_type == "NotImplementedError"
+
+
+def test_forked_autograd_refusal_says_what_to_do() -> None:
+    """Catches the bare torch error a notebook user meets on torch 2.15 after a backward in the
+    notebook's own process: the launcher's error must say how to avoid it."""
+    from minitorch_dist.launching.report import _raise_if_failed, _Report
+
+    torch_says = (
+        "Unable to handle autograd's threading in combination with fork-based multiprocessing. "
+        "See https://github.com/pytorch/pytorch/wiki/Autograd-and-Fork"
+    )
+    reports = {0: _Report(0, False, exc_type="RuntimeError", message=torch_says, at=1.0)}
+    reports[1] = _Report(1, True)
+    with pytest.raises(RankError, match=r"rank 0 of 2 failed .*launch\(fn, 1\)"):
+        _raise_if_failed(reports, [], 2, 60.0, ["", ""], ["", ""])

@@ -118,14 +118,25 @@ def test_the_commands_run_by_their_old_names_without_torch():
         "import sys, minitorch_dist.make, minitorch_dist.release, minitorch_dist.answers\n"
         "assert 'torch' not in sys.modules, 'the course wing imported torch'\n"
     )
-    run = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
-                         timeout=120)  # fmt: skip
+    run = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
     assert run.returncode == 0, run.stderr
-    run = subprocess.run([sys.executable, "-m", "minitorch_dist.make"], cwd=ROOT,
-                         capture_output=True, text=True, timeout=120)  # fmt: skip
+    run = subprocess.run(
+        [sys.executable, "-m", "minitorch_dist.make"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert run.returncode == 2 and "python3 -m minitorch_dist.make quick" in run.stderr, run.stderr
-    run = subprocess.run([sys.executable, "-m", "minitorch_dist.release", "--help"], cwd=ROOT,
-                         capture_output=True, text=True, timeout=120)  # fmt: skip
+    run = subprocess.run(
+        [sys.executable, "-m", "minitorch_dist.release", "--help"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert run.returncode == 0 and "--labs" in run.stdout, run.stderr
 
 
@@ -134,8 +145,13 @@ BINARY = {".png", ".svg", ".zip", ".json", ".pdf", ".pickle"}
 
 def _tracked_text_files() -> list[Path]:
     try:
-        listed = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=ROOT,
-                                capture_output=True, text=True, check=True).stdout.splitlines()  # fmt: skip
+        listed = subprocess.run(
+            ["git", "ls-files", "-co", "--exclude-standard"],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.splitlines()
     except (OSError, subprocess.CalledProcessError):
         pytest.skip("not a git checkout")
     files = []

@@ -22,8 +22,13 @@ PSI = 7_500_000_000  # ZeRO's running example: a 7.5B-parameter model on N = 64 
 
 
 def states(params: int, grads: int, optimizer: int, offloaded: int = 0) -> dict:
-    return {"params": params, "grads": grads, "optimizer": optimizer,
-            "total": params + grads + optimizer, "offloaded": offloaded}  # fmt: skip
+    return {
+        "params": params,
+        "grads": grads,
+        "optimizer": optimizer,
+        "total": params + grads + optimizer,
+        "offloaded": offloaded,
+    }
 
 
 # -- lab01.1: model states ------------------------------------------------------------------
@@ -58,9 +63,14 @@ def test_fp32_recipe_has_no_master_copy() -> None:
 @pytest.mark.task("lab01.1")
 @pytest.mark.parametrize(
     ("recipe", "optimizer", "optim_bytes"),
-    [("mixed", "sgd", 4), ("mixed", "sgd_momentum", 8), ("fp32", "sgd", 0),
-     ("fp32", "sgd_momentum", 4), ("mixed_fp32_grads", "sgd", 4)],
-)  # fmt: skip
+    [
+        ("mixed", "sgd", 4),
+        ("mixed", "sgd_momentum", 8),
+        ("fp32", "sgd", 0),
+        ("fp32", "sgd_momentum", 4),
+        ("mixed_fp32_grads", "sgd", 4),
+    ],
+)
 def test_sgd_optimizer_states(recipe: str, optimizer: str, optim_bytes: int) -> None:
     """Catches SGD keeping Adam's two states, or losing the master copy of a mixed recipe."""
     got = model_state_bytes(10, recipe=recipe, optimizer=optimizer)

@@ -31,10 +31,16 @@ def measured_peak(config: LlamaConfig, recompute: str, b: int = 4, s: int = 64) 
 
 @pytest.mark.parametrize(
     "config, recompute, moment",
-    [(TINY, "none", "loss"), (TINY, "selective", "loss"), (TINY, "full", "block"),
-     (WIDE, "none", "block"), (WIDE, "full", "block"), (DEEP, "full", "block")],
+    [
+        (TINY, "none", "loss"),
+        (TINY, "selective", "loss"),
+        (TINY, "full", "block"),
+        (WIDE, "none", "block"),
+        (WIDE, "full", "block"),
+        (DEEP, "full", "block"),
+    ],
     ids=["tiny-none", "tiny-selective", "tiny-full", "wide-none", "wide-full", "deep-full"],
-)  # fmt: skip
+)
 def test_peak_within_3_percent_of_the_tracker(config, recompute, moment):
     predicted = predict_peak(config, 64, 4, recompute, recipe="fp32")
     measured = measured_peak(config, recompute)
@@ -72,8 +78,10 @@ def test_zero3_adds_the_gathered_units():
 def test_gpu_result_peak_growth_is_the_loss_moment():
     """benchmarks/gpu_step_profile.py on a GPU: allocator peak growth = activations + 8bsV."""
     text = result_path("h200_gpu_step_profile").read_text()
-    figures = {k.strip(): int(v.replace(",", "").strip("* ")) for k, v in
-               re.findall(r"^\| ([^|]+) \| ([*\d,]+) \|$", text, re.MULTILINE)}  # fmt: skip
+    figures = {
+        k.strip(): int(v.replace(",", "").strip("* "))
+        for k, v in re.findall(r"^\| ([^|]+) \| ([*\d,]+) \|$", text, re.MULTILINE)
+    }
     before = figures["allocated before the step (params + Adam states + batch)"]
     peak = figures["allocator peak of the step"]
     acts = figures["predicted activations at the end of the forward pass"]

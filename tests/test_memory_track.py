@@ -43,8 +43,13 @@ def test_toy_mlp_exact_bytes() -> None:
     x = torch.randn(4, 16)
     with MemoryTracker(model, opt) as tracker:
         y = model(x)
-        assert tracker.current() == {"params": 808 * F32, "grads": 0, "optimizer": 0,
-                                     "activations": (4 * 32 + 4 * 8) * F32, "other": 4 * 16 * F32}  # fmt: skip
+        assert tracker.current() == {
+            "params": 808 * F32,
+            "grads": 0,
+            "optimizer": 0,
+            "activations": (4 * 32 + 4 * 8) * F32,
+            "other": 4 * 16 * F32,
+        }
         y.sum().backward()
         after_backward = tracker.current()
         opt.step()
@@ -77,8 +82,12 @@ def test_peak_is_the_breakdown_at_the_peak() -> None:
 def test_timeline_is_ordered_and_labelled() -> None:
     """Catches a timeline that cannot be plotted: indices must not go back, phases in order."""
     model = mlp()
-    result = measure_step(model, torch.optim.SGD(model.parameters(), lr=0.1),
-                          (torch.randn(4, 16), torch.randn(4, 8)), nn.functional.mse_loss)  # fmt: skip
+    result = measure_step(
+        model,
+        torch.optim.SGD(model.parameters(), lr=0.1),
+        (torch.randn(4, 16), torch.randn(4, 8)),
+        nn.functional.mse_loss,
+    )
     indices = [i for i, _, _ in result["timeline"]]
     assert indices == sorted(indices) and len(indices) > 10
     phases = [p for _, p, _ in result["timeline"]]
@@ -152,8 +161,11 @@ def test_matches_torch_memtracker() -> None:
     with reference:
         model(x).sum().backward()
         opt.step()
-    theirs = {str(k.value): v for k, v in reference.get_tracker_snapshot()[torch.device("cpu")].items()
-              if hasattr(k, "value")}  # fmt: skip
+    theirs = {
+        str(k.value): v
+        for k, v in reference.get_tracker_snapshot()[torch.device("cpu")].items()
+        if hasattr(k, "value")
+    }
     model = mlp()
     opt = torch.optim.Adam(model.parameters())
     with MemoryTracker(model, opt) as tracker:
@@ -184,8 +196,9 @@ def test_tiny_llama_activations_match_estimate(recompute: str) -> None:
     """Catches a Llama estimate that misses what the model saves (within 5%; it is exact for the
     reference): measured activations at the end of the forward pass, fp32 on CPU."""
     measured = tiny_step(recompute)["forward"]["activations"]
-    predicted = llama_activation_bytes(TINY, seq_len=64, micro_batch=4, dtype_bytes=F32,
-                                       recompute=recompute)  # fmt: skip
+    predicted = llama_activation_bytes(
+        TINY, seq_len=64, micro_batch=4, dtype_bytes=F32, recompute=recompute
+    )
     assert abs(measured - predicted) / predicted < 0.05, (measured, predicted)
 
 
@@ -216,8 +229,9 @@ def test_fake_measurement_equals_closed_form(dtype: torch.dtype, nbytes: int) ->
     assert got["num_params"] == n
     assert got["params"] == got["grads"] == nbytes * n
     assert got["optimizer"] - 4 * (9 * SMALL.layers + 3) == 2 * nbytes * n  # m, v; step counters
-    assert got["activations"] == llama_activation_bytes(SMALL, seq_len=128, micro_batch=2,
-                                                        dtype_bytes=nbytes)  # fmt: skip
+    assert got["activations"] == llama_activation_bytes(
+        SMALL, seq_len=128, micro_batch=2, dtype_bytes=nbytes
+    )
 
 
 @pytest.mark.lab01

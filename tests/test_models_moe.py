@@ -94,8 +94,14 @@ def test_block_equals_a_per_token_loop(normalize):
     """y_t = sum_j w_tj expert_{e_tj}(x_t) (+ shared), in fp64, against the block's batched
     index_add; with normalize the k weights sum to one."""
     torch.manual_seed(0)
-    cfg = MoEConfig(experts=4, top_k=2, expert_ffn=8, shared_experts=1,
-                    normalize_weights=normalize, router_dtype=torch.float64)  # fmt: skip
+    cfg = MoEConfig(
+        experts=4,
+        top_k=2,
+        expert_ffn=8,
+        shared_experts=1,
+        normalize_weights=normalize,
+        router_dtype=torch.float64,
+    )
     block = MoEBlock(6, cfg).double()
     x = torch.randn(2, 5, 6, dtype=torch.float64)
     y = block(x)

@@ -118,9 +118,12 @@ def _grid_norm_not_over_pp(optimizer, grid, counted):  # noqa: ANN001, ANN202
 # -- lab11.2: the fit test -------------------------------------------------------------------------
 def _rank_memory_zero_not_sharded(model, config, *, seq_len, global_batch, stage=0):  # noqa: ANN001, ANN202
     return _reference_rank_memory(
-        model, dataclasses.replace(config, zero=0), seq_len=seq_len, global_batch=global_batch,
+        model,
+        dataclasses.replace(config, zero=0),
+        seq_len=seq_len,
+        global_batch=global_batch,
         stage=stage,
-    )  # fmt: skip
+    )
 
 
 # -- lab11.3: ranking ------------------------------------------------------------------------------
@@ -132,30 +135,77 @@ def _rank_by_memory(rows):  # noqa: ANN001, ANN202
 SUMMED = r"summed over the ranks, not averaged"
 _GROUP_SIZE = lambda group: dist.get_world_size(group)  # noqa: E731
 MUTANTS = [
-    Mutant("lab05.1", "n-steps", "minitorch_dist.comm.ring:ring_reduce_scatter",
-           _ring_reduce_scatter(lambda n: n, _GROUP_SIZE), r"n steps instead of n - 1"),
-    Mutant("lab05.1", "global-world-size", "minitorch_dist.comm.ring:ring_reduce_scatter",
-           _ring_reduce_scatter(lambda n: n - 1, lambda group: dist.get_world_size()),
-           r"not the global rank or world size"),
-    Mutant("lab05.2", "no-averaging",
-           "minitorch_dist.data_parallel.naive:DataParallelNaive.finish_gradient_synchronization",
-           _naive_sync_summed, SUMMED),
-    Mutant("lab05.3", "no-averaging",
-           "minitorch_dist.data_parallel.bucketed:DataParallelBucket.finish_gradient_synchronization",
-           _bucketed_sync_summed, SUMMED),
-    Mutant("lab06.1", "no-averaging", "minitorch_dist.zero.stage1:ZeroStage1._reduce_gradients",
-           _stage1_reduce_summed, SUMMED),
-    Mutant("lab06.2", "no-averaging", "minitorch_dist.zero.stage2:UnitwiseGradients._reduce_unit",
-           _stage2_reduce(average=False, accumulate=True), SUMMED),
-    Mutant("lab06.2", "copy-not-add", "minitorch_dist.zero.stage2:UnitwiseGradients._reduce_unit",
-           _stage2_reduce(average=True, accumulate=False), r"do not overwrite it \(copy_\)"),
-    Mutant("lab11.1", "norm-not-over-pp", "minitorch_dist.parallel3d.clip:grid_grad_norm",
-           _grid_norm_not_over_pp, r"gradient norm: Tensor-likes are not close"),
-    Mutant("lab11.2", "zero-not-sharded", "minitorch_dist.planner.fit:rank_memory",
-           _rank_memory_zero_not_sharded, r"ZeRO shards over dp"),
-    Mutant("lab11.3", "rank-by-memory", "minitorch_dist.planner.search:rank", _rank_by_memory,
-           r"by predicted step time"),
-]  # fmt: skip
+    Mutant(
+        "lab05.1",
+        "n-steps",
+        "minitorch_dist.comm.ring:ring_reduce_scatter",
+        _ring_reduce_scatter(lambda n: n, _GROUP_SIZE),
+        r"n steps instead of n - 1",
+    ),
+    Mutant(
+        "lab05.1",
+        "global-world-size",
+        "minitorch_dist.comm.ring:ring_reduce_scatter",
+        _ring_reduce_scatter(lambda n: n - 1, lambda group: dist.get_world_size()),
+        r"not the global rank or world size",
+    ),
+    Mutant(
+        "lab05.2",
+        "no-averaging",
+        "minitorch_dist.data_parallel.naive:DataParallelNaive.finish_gradient_synchronization",
+        _naive_sync_summed,
+        SUMMED,
+    ),
+    Mutant(
+        "lab05.3",
+        "no-averaging",
+        "minitorch_dist.data_parallel.bucketed:DataParallelBucket.finish_gradient_synchronization",
+        _bucketed_sync_summed,
+        SUMMED,
+    ),
+    Mutant(
+        "lab06.1",
+        "no-averaging",
+        "minitorch_dist.zero.stage1:ZeroStage1._reduce_gradients",
+        _stage1_reduce_summed,
+        SUMMED,
+    ),
+    Mutant(
+        "lab06.2",
+        "no-averaging",
+        "minitorch_dist.zero.stage2:UnitwiseGradients._reduce_unit",
+        _stage2_reduce(average=False, accumulate=True),
+        SUMMED,
+    ),
+    Mutant(
+        "lab06.2",
+        "copy-not-add",
+        "minitorch_dist.zero.stage2:UnitwiseGradients._reduce_unit",
+        _stage2_reduce(average=True, accumulate=False),
+        r"do not overwrite it \(copy_\)",
+    ),
+    Mutant(
+        "lab11.1",
+        "norm-not-over-pp",
+        "minitorch_dist.parallel3d.clip:grid_grad_norm",
+        _grid_norm_not_over_pp,
+        r"gradient norm: Tensor-likes are not close",
+    ),
+    Mutant(
+        "lab11.2",
+        "zero-not-sharded",
+        "minitorch_dist.planner.fit:rank_memory",
+        _rank_memory_zero_not_sharded,
+        r"ZeRO shards over dp",
+    ),
+    Mutant(
+        "lab11.3",
+        "rank-by-memory",
+        "minitorch_dist.planner.search:rank",
+        _rank_by_memory,
+        r"by predicted step time",
+    ),
+]
 
 
 def _owner(target: str) -> tuple[object, str]:
@@ -182,7 +232,13 @@ def test_the_tasks_graded_tests_catch_the_mutant(
         for module in list(sys.modules.values()):
             if module is not None and getattr(module, name, None) is original:
                 monkeypatch.setattr(module, name, mutant.wrong)
-    results = grade(ROOT, tasks=[mutant.task])
+    # One failing test that names the mistake settles it: stop at the first failure, and grade
+    # every test only when that one does not name it (or when every failure must name it).
+    results = grade(ROOT, tasks=[mutant.task], extra_args=None if mutant.every else ["-x"])
+    if not mutant.every and not any(
+        r.status == "failed" and re.search(mutant.message, r.output) for r in results
+    ):
+        results = grade(ROOT, tasks=[mutant.task])
     assert results and all(r.task == mutant.task for r in results)
     failed = [r for r in results if r.status == "failed"]
     assert failed, f"every graded test of {mutant.task} passes with the mutant {mutant.mistake}"
@@ -218,8 +274,19 @@ def test_every_graded_task_has_a_mutant() -> None:
     its tests might pass a common wrong answer unnoticed."""
     labs = [f"lab{i:02d}" for i in range(0, 12)]
     plugin = _GradedTasks()
-    args = [str(ROOT / "tests"), "--collect-only", "-q", "-m", " or ".join(labs),
-            "-p", "no:cacheprovider", "--rootdir", str(ROOT), "-o", "addopts="]  # fmt: skip
+    args = [
+        str(ROOT / "tests"),
+        "--collect-only",
+        "-q",
+        "-m",
+        " or ".join(labs),
+        "-p",
+        "no:cacheprovider",
+        "--rootdir",
+        str(ROOT),
+        "-o",
+        "addopts=",
+    ]
     with contextlib.redirect_stdout(io.StringIO()):
         code = pytest.main(args, plugins=[plugin])
     assert code == pytest.ExitCode.OK, f"collecting the graded tests failed ({code})"

@@ -68,8 +68,9 @@ def test_world_group_bug_needs_equal_stages():
 
 def test_max_norm_must_be_positive():
     with pytest.raises(ValueError, match="max_norm must be a number > 0"):
-        ClippedZeroStage1([torch.zeros(1, requires_grad=True)], torch.optim.Adam, grid=None,
-                          max_norm=0.0)  # fmt: skip
+        ClippedZeroStage1(
+            [torch.zeros(1, requires_grad=True)], torch.optim.Adam, grid=None, max_norm=0.0
+        )
 
 
 def test_clip_coefficient_is_torchs():

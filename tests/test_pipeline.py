@@ -91,13 +91,18 @@ def test_loss_is_divided_by_the_number_of_micro_batches():
     """Catches the missing 1/m: with m = 4 the last stage's losses sum to the step's mean loss
     (not 4 times it) and the gradients equal the reference's (not 4 times them)."""
     results, batches = run_pipeline(2, "gpipe", 4)
-    ref = reference_run(lambda: Llama(TINY), lambda ps: torch.optim.SGD(ps, lr=0.1), batches,
-                        dtype=torch.float64)  # fmt: skip
+    ref = reference_run(
+        lambda: Llama(TINY), lambda ps: torch.optim.SGD(ps, lr=0.1), batches, dtype=torch.float64
+    )
     ratio = results[1]["run"].loss / ref.losses[0]
     assert ratio == pytest.approx(1, rel=1e-6), (  # fp32 loss
         f"the step's loss is {ratio:.4g} times one process's"
-        + (": each micro-batch's loss was not divided by the number of micro-batches (m = 4)"
-           if ratio == pytest.approx(4, rel=1e-6) else ""))  # fmt: skip
+        + (
+            ": each micro-batch's loss was not divided by the number of micro-batches (m = 4)"
+            if ratio == pytest.approx(4, rel=1e-6)
+            else ""
+        )
+    )
     assert len(results[1]["run"].losses) == 4
     compare_with_reference(2, "gpipe", 4)
 
@@ -153,9 +158,16 @@ def test_a_missing_activation_times_out_naming_the_stage():
 # -- lab09.2: 1F1B and interleaved 1F1B action lists, on the runtime ----------------------------
 @pytest.mark.lab09
 @pytest.mark.task("lab09.2")
-@pytest.mark.parametrize(("kind", "pp", "m", "v"),
-                         [("1f1b", 2, 3, 1), ("1f1b", 4, 6, 1), ("1f1b", 4, 2, 1),
-                          ("interleaved", 2, 4, 2), ("interleaved", 4, 4, 2)])  # fmt: skip
+@pytest.mark.parametrize(
+    ("kind", "pp", "m", "v"),
+    [
+        ("1f1b", 2, 3, 1),
+        ("1f1b", 4, 6, 1),
+        ("1f1b", 4, 2, 1),
+        ("interleaved", 2, 4, 2),
+        ("interleaved", 4, 4, 2),
+    ],
+)
 def test_schedule_matches_one_process(kind, pp, m, v):
     """Catches a schedule that drops or repeats a micro-batch, runs a backward before its
     forward, or places chunks on the wrong rank (a deadlock then times out): loss, gradients and
@@ -176,7 +188,8 @@ def test_1f1b_lists_and_measured_peak(pp, m):
         assert first_b == min(pp - r, m), (
             f"rank {r} runs {first_b} forwards before its first backward, not min(p - r, m) = "
             f"{min(pp - r, m)}: 1F1B's warm-up forwards are p - r - 1 (at most m), then one "
-            "F/B pair at a time")  # fmt: skip
+            "F/B pair at a time"
+        )
     assert schedule.actions == one_f_one_b(pp, m).actions
     results, _ = run_pipeline(pp, schedule, m)
     assert [r["run"].peak_in_flight for r in results] == [min(pp - r, m) for r in range(pp)]
@@ -256,13 +269,20 @@ def test_simulator_times_each_action():
         assert events[rank, action][0] >= events[need][1], (
             f"rank {rank}'s {action} starts at {events[rank, action][0]}, before its input "
             f"arrived (rank {need[0]}'s {need[1]} ends at {events[need][1]}): an action starts "
-            "when its rank is free and its input is there, the later of the two")  # fmt: skip
+            "when its rank is free and its input is there, the later of the two"
+        )
     assert events == {(0, "F0"): (0, 1), (1, "F0"): (1, 2), (1, "B0"): (2, 4), (0, "B0"): (4, 6)}
     w = Schedule("zb", 2, 1, 1, [[Action("F", 0), Action("B", 0), Action("W", 0)]] * 2)
     result = simulate(w, 1.0, 2.0, t_weight=0.5)
     ends = {(r, repr(a)): end for r, a, _, end in result.events}
-    assert ends == {(0, "F0"): 1, (1, "F0"): 2, (1, "B0"): 3.5, (1, "W0"): 4, (0, "B0"): 5,
-                    (0, "W0"): 5.5}  # fmt: skip
+    assert ends == {
+        (0, "F0"): 1,
+        (1, "F0"): 2,
+        (1, "B0"): 3.5,
+        (1, "W0"): 4,
+        (0, "B0"): 5,
+        (0, "W0"): 5.5,
+    }
 
 
 @pytest.mark.lab09
@@ -270,8 +290,10 @@ def test_simulator_times_each_action():
 def test_simulator_reports_a_deadlock():
     """Catches a simulator that loops forever (or silently skips an action) when the lists wait
     on each other: rank 0 wants B0 before F1, rank 1 wants B1 before F0."""
-    lists = [[Action("F", 0), Action("B", 0), Action("F", 1), Action("B", 1)],
-             [Action("F", 1), Action("B", 1), Action("F", 0), Action("B", 0)]]  # fmt: skip
+    lists = [
+        [Action("F", 0), Action("B", 0), Action("F", 1), Action("B", 1)],
+        [Action("F", 1), Action("B", 1), Action("F", 0), Action("B", 0)],
+    ]
     with pytest.raises(ScheduleDeadlock, match="deadlock"):
         simulate(Schedule("custom", 2, 2, 1, lists))
 
@@ -279,8 +301,10 @@ def test_simulator_reports_a_deadlock():
 # -- lab09.4 (optional): zero-bubble H1 ---------------------------------------------------------
 @pytest.mark.lab09
 @pytest.mark.task("lab09.4")
-@pytest.mark.parametrize(("pp", "m", "tf", "tb", "tw"),
-                         [(4, 8, 1, 2, 1), (2, 4, 1, 2, 1), (4, 4, 1, 3, 1), (8, 16, 2, 3, 1)])  # fmt: skip
+@pytest.mark.parametrize(
+    ("pp", "m", "tf", "tb", "tw"),
+    [(4, 8, 1, 2, 1), (2, 4, 1, 2, 1), (4, 4, 1, 3, 1), (8, 16, 2, 3, 1)],
+)
 def test_zb_h1_makespan_and_memory(pp, m, tf, tb, tw):
     """Catches W passes that are not moved into the drain (then the step is 1F1B's) or moved so
     early that memory grows: makespan m (t_F + t_B) + (p - 1)(t_F + t_B - 2 t_W) (Qi et al.
@@ -305,8 +329,10 @@ def test_zb_h1_matches_one_process(pp, m):
 
 @pytest.mark.lab09
 @pytest.mark.task("lab09.3")
-@pytest.mark.parametrize(("pp", "m", "tf", "tb", "tw"),
-                         [(4, 8, 1, 2, 1), (2, 4, 1, 2, 1), (4, 12, 1, 1.5, 0.5), (8, 20, 1, 2, 1)])  # fmt: skip
+@pytest.mark.parametrize(
+    ("pp", "m", "tf", "tb", "tw"),
+    [(4, 8, 1, 2, 1), (2, 4, 1, 2, 1), (4, 12, 1, 1.5, 0.5), (8, 20, 1, 2, 1)],
+)
 def test_simulator_runs_dualpipev(pp, m, tf, tb, tw):
     """lab09.3. Catches a simulator that assumes the interleaved placement (chunk c of rank r is
     stage c p + r) instead of asking the schedule: DualPipeV's chunks sit in a V (rank r holds

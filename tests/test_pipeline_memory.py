@@ -74,10 +74,17 @@ def _step(rank: int, world_size: int, kind: str, keep_sends: bool) -> list[tuple
         for t in batch:
             tracker.track(t, "other")
         base = tracker.current()
-        run = run_schedule(make_schedule(kind, world_size, M), stage, micro_batch_list(batch, M),
-                           tracker=tracker, keep_sends=keep_sends)  # fmt: skip
-    return [(repr(a), n, sum(b[c] - base[c] for c in ("activations", "other")))
-            for a, n, b in zip(run.executed, run.in_flight, run.breakdown)]  # fmt: skip
+        run = run_schedule(
+            make_schedule(kind, world_size, M),
+            stage,
+            micro_batch_list(batch, M),
+            tracker=tracker,
+            keep_sends=keep_sends,
+        )
+    return [
+        (repr(a), n, sum(b[c] - base[c] for c in ("activations", "other")))
+        for a, n, b in zip(run.executed, run.in_flight, run.breakdown)
+    ]
 
 
 @pytest.fixture(scope="module")

@@ -68,16 +68,25 @@ def test_activations_equal_the_estimator_times_layers_in_flight():
     recompute policy) times the stage's layers times the micro-batches it holds."""
     c = ParallelConfig(dp=2, tp=4, pp=4, v=2, cp=2, sp=True, recompute="selective", micro_batch=2)
     m = 256 // (2 * 2)
-    per_layer = activation_bytes(seq_len=4096, micro_batch=2, hidden=8192, heads=64, tp=4,
-                                 sp=True, recompute="selective", cp=2)  # fmt: skip
+    per_layer = activation_bytes(
+        seq_len=4096,
+        micro_batch=2,
+        hidden=8192,
+        heads=64,
+        tp=4,
+        sp=True,
+        recompute="selective",
+        cp=2,
+    )
     for stage in (0, 3):
         got = rank_memory(L70, c, **KW, stage=stage)["activations"]
         assert got == round(per_layer * split_layers(80, 4)[stage] * in_flight(4, 2, m, stage))
     assert in_flight(4, 2, m, 0) == 4 * first_stage_activation_factor(4, 2)
 
 
-@pytest.mark.parametrize(("pp", "v", "m"), [(4, 1, 8), (4, 1, 2), (4, 2, 8), (4, 2, 4), (4, 4, 8),
-                                            (8, 2, 16)])  # fmt: skip
+@pytest.mark.parametrize(
+    ("pp", "v", "m"), [(4, 1, 8), (4, 1, 2), (4, 2, 8), (4, 2, 4), (4, 4, 8), (8, 2, 16)]
+)
 def test_in_flight_equals_the_simulated_peak(pp: int, v: int, m: int):
     """Catches an in-flight count that is not what the schedule really keeps alive (1F1B's
     ``p - stage``; interleaving's longer warm-up), checked against chapter 9's simulator."""
@@ -91,8 +100,9 @@ def test_last_stage_holds_the_vocab_parallel_log_probs():
     c = ParallelConfig(dp=8, tp=8, pp=1)
     got = rank_memory(L70, c, **KW)
     assert got["logits"] == 4 * 1 * 4096 * 128256 // 8
-    assert got["total"] == sum(got[k] for k in ("params", "grads", "optimizer", "activations",
-                                                "logits"))  # fmt: skip
+    assert got["total"] == sum(
+        got[k] for k in ("params", "grads", "optimizer", "activations", "logits")
+    )
 
 
 def test_comm_bytes_equal_the_per_package_closed_forms():
@@ -101,11 +111,13 @@ def test_comm_bytes_equal_the_per_package_closed_forms():
     m = 256 // 2
     got = comm_bytes(L70, c, **KW)
     layers = split_layers(80, 4)[0]
-    assert got["tp"] == m * layers * tp_comm_bytes(micro_batch=1, seq_len=2048, hidden=8192,
-                                                   tp=4, recompute="full", sp=True)  # fmt: skip
+    assert got["tp"] == m * layers * tp_comm_bytes(
+        micro_batch=1, seq_len=2048, hidden=8192, tp=4, recompute="full", sp=True
+    )
     assert got["cp"] == m * layers * 4 * ring_bytes_per_rank(1, 2, 4096, 128, 2)
-    assert got["pp"] == m * 2 * 2 * p2p_bytes(micro_batch=1, seq_len=2048, hidden=8192, tp=4,
-                                              sp=True)  # fmt: skip
+    assert got["pp"] == m * 2 * 2 * p2p_bytes(
+        micro_batch=1, seq_len=2048, hidden=8192, tp=4, sp=True
+    )
     psi = L70.llama.num_params_per_rank(tp=4, pp=4)
     assert got["dp"] == zero_comm_bytes(psi, 1, 2, grad_acc=m)
 
@@ -178,8 +190,13 @@ def test_validation_of_model_divisibility():
         validate(odd, cl, ParallelConfig(dp=4, tp=2), global_batch=8, seq_len=64)
     mixtral = as_model("mixtral-8x7b")
     with pytest.raises(ValueError, match="experts=8 is not divisible by ep=16"):
-        validate(mixtral, Cluster.from_preset("dgx-h100", 16), ParallelConfig(dp=16, ep=16),
-                 global_batch=16, seq_len=64)  # fmt: skip
+        validate(
+            mixtral,
+            Cluster.from_preset("dgx-h100", 16),
+            ParallelConfig(dp=16, ep=16),
+            global_batch=16,
+            seq_len=64,
+        )
     ok = Cluster.from_preset("dgx-h100", 64, tp_across_nodes=True)
     validate(L70, ok, ParallelConfig(dp=4, tp=16), global_batch=256, seq_len=4096)
 
@@ -205,8 +222,9 @@ def test_ranking_is_deterministic_and_sorted():
     random.Random(0).shuffle(shuffled)
     assert [r.config for r in rank(shuffled)] == [r.config for r in a.rows]
     best = a.fitting[0]
-    assert best.memory == peak_memory(as_model("llama-3-8b"), best.config, seq_len=4096,
-                                      global_batch=64)  # fmt: skip
+    assert best.memory == peak_memory(
+        as_model("llama-3-8b"), best.config, seq_len=4096, global_batch=64
+    )
 
 
 def test_every_published_layout_fits_under_the_planner():
@@ -221,8 +239,9 @@ def test_70b_on_1024_gpus_is_planned_quickly():
     """The issue's bound is 5 s on 2 cores (benchmarks/planner_speed.py prints the time); this
     test allows a loaded machine six times that."""
     start = time.perf_counter()
-    result = plan("llama-3-70b", Cluster.from_preset("dgx-h100", 1024), global_batch=1024,
-                  seq_len=4096)  # fmt: skip
+    result = plan(
+        "llama-3-70b", Cluster.from_preset("dgx-h100", 1024), global_batch=1024, seq_len=4096
+    )
     assert time.perf_counter() - start < 30
     assert len(result.fitting) > 1000 and math.isfinite(result.fitting[0].time.total)
 
@@ -272,9 +291,14 @@ def test_planner_memory_benchmark_runs_on_the_cpu(tmp_path):
         **os.environ,
         "PYTHONPATH": os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")]),
     }
-    run = subprocess.run([sys.executable, "benchmarks/planner_memory.py", "--device", "cpu",
-                          "--out", str(tmp_path)], cwd=root, env=env, capture_output=True,
-                         text=True, timeout=300)  # fmt: skip
+    run = subprocess.run(
+        [sys.executable, "benchmarks/planner_memory.py", "--device", "cpu", "--out", str(tmp_path)],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert run.returncode == 0, run.stderr[-2000:]
     text = (tmp_path / "cpu_planner_memory.md").read_text()
     ratio = float(re.search(r"measured / predicted = ([0-9.]+)", text).group(1))

@@ -135,8 +135,11 @@ def test_hsdp_memory_and_bytes_equal_the_closed_form(zero: int) -> None:
     m = micro_batches(c, KW["global_batch"])
     mem = peak_memory(L8, c, **KW)
     shard = -(-psi // g)
-    expected = {1: (2 * psi, 2 * psi, 12 * shard), 2: (2 * psi, 2 * shard, 12 * shard),
-                3: (2 * shard, 2 * shard, 12 * shard)}[zero]  # fmt: skip
+    expected = {
+        1: (2 * psi, 2 * psi, 12 * shard),
+        2: (2 * psi, 2 * shard, 12 * shard),
+        3: (2 * shard, 2 * shard, 12 * shard),
+    }[zero]
     assert (mem["params"], mem["grads"], mem["optimizer"]) == expected
     assert (
         mem["params"] + mem["grads"] + mem["optimizer"]
@@ -160,8 +163,10 @@ def test_hsdp_is_refused_where_it_is_not_modelled() -> None:
         replica_all_reduce_bytes(10, 8, 3)
     from minitorch_dist.planner import validate
 
-    for bad in (ParallelConfig(dp=64, zero=3, shard_group=6),
-                ParallelConfig(dp=64, zero=0, shard_group=8)):  # fmt: skip
+    for bad in (
+        ParallelConfig(dp=64, zero=3, shard_group=6),
+        ParallelConfig(dp=64, zero=0, shard_group=8),
+    ):
         with pytest.raises(ValueError, match="shard_group"):
             validate(L8, CLUSTER, bad, **KW)
     with pytest.raises(ValueError, match="HSDP"):

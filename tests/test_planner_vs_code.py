@@ -39,8 +39,9 @@ def test_exact_planner_within_five_percent_of_the_code(
 
 def test_activations_choice_is_checked() -> None:
     with pytest.raises(ValueError, match="activations"):
-        rank_memory(as_model("tiny"), ParallelConfig(), seq_len=64, global_batch=1,
-                    activations="textbook")  # fmt: skip
+        rank_memory(
+            as_model("tiny"), ParallelConfig(), seq_len=64, global_batch=1, activations="textbook"
+        )
 
 
 def test_measure_leaves_no_process_group_and_no_patched_exchange() -> None:

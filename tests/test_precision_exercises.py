@@ -31,8 +31,12 @@ def test_chapter_ex2_distinct_finite_fp8_values() -> None:
     """256 patterns minus the NaNs (and infinities), minus -0 counted with +0: 253 and 247."""
     for name, answer in (("fp8_e4m3", 253), ("fp8_e5m2", 247)):
         f = FORMATS[name]
-        patterns = [(s, e, m) for s in (0, 1) for e in range(2**f.exponent_bits)
-                    for m in range(2**f.mantissa_bits)]  # fmt: skip
+        patterns = [
+            (s, e, m)
+            for s in (0, 1)
+            for e in range(2**f.exponent_bits)
+            for m in range(2**f.mantissa_bits)
+        ]
         values = {decode(p, name) for p in patterns}
         assert len({v for v in values if math.isfinite(v)}) == answer
 

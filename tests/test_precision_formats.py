@@ -48,9 +48,29 @@ def random_fp32(n: int, seed: int) -> list[float]:
     anything = patterns.to(torch.int32).view(torch.float32)
     exps = torch.randint(-30, 20, (n,), generator=g).float()
     near = torch.randn(n, generator=g) * torch.exp2(exps)  # (n,)
-    special = torch.tensor([0.0, -0.0, math.inf, -math.inf, math.nan, 65504.0, 65520.0, 448.0,
-                            464.0, 480.0, 57344.0, 61440.0, 2.0**-24, 2.0**-25, 3 * 2.0**-26,
-                            2.0**-9, 2.0**-10, 2.0**-16, 2.0**-17])  # fmt: skip
+    special = torch.tensor(
+        [
+            0.0,
+            -0.0,
+            math.inf,
+            -math.inf,
+            math.nan,
+            65504.0,
+            65520.0,
+            448.0,
+            464.0,
+            480.0,
+            57344.0,
+            61440.0,
+            2.0**-24,
+            2.0**-25,
+            3 * 2.0**-26,
+            2.0**-9,
+            2.0**-10,
+            2.0**-16,
+            2.0**-17,
+        ]
+    )
     return torch.cat([anything, near, special]).tolist()
 
 
@@ -60,8 +80,10 @@ def kind(fields: Fields, name: str) -> str:
     if fields.exponent == 0:
         return "a subnormal (exponent field 0): no implicit 1, value 0.m x 2^(1 - B)"
     if fields.exponent == 2**f.exponent_bits - 1:
-        return ("the all-ones exponent: inf/NaN where the format has inf; in E4M3 only "
-                "s.1111.111 is NaN, the rest are normals")  # fmt: skip
+        return (
+            "the all-ones exponent: inf/NaN where the format has inf; in E4M3 only "
+            "s.1111.111 is NaN, the rest are normals"
+        )
     return "a normal: value (1 + m / 2^M) x 2^(e - B)"
 
 
@@ -166,9 +188,13 @@ def test_layouts() -> None:
     """Catches a wrong field width: the formats' totals and biases (IEEE 754, OCP FP8)."""
     widths = {n: (f.bits, f.exponent_bits, f.mantissa_bits, f.bias) for n, f in FORMATS.items()}
     assert widths == {
-        "fp32": (32, 8, 23, 127), "tf32": (19, 8, 10, 127), "fp16": (16, 5, 10, 15),
-        "bf16": (16, 8, 7, 127), "fp8_e4m3": (8, 4, 3, 7), "fp8_e5m2": (8, 5, 2, 15),
-    }  # fmt: skip
+        "fp32": (32, 8, 23, 127),
+        "tf32": (19, 8, 10, 127),
+        "fp16": (16, 5, 10, 15),
+        "bf16": (16, 8, 7, 127),
+        "fp8_e4m3": (8, 4, 3, 7),
+        "fp8_e5m2": (8, 5, 2, 15),
+    }
     assert get_format(torch.bfloat16).name == "bf16"
 
 

@@ -55,8 +55,9 @@ def test_per_tensor_scale_maps_amax_to_the_format_max(dtype: torch.dtype) -> Non
 
 @pytest.mark.lab02
 @pytest.mark.task("lab02.4")
-@pytest.mark.parametrize(("block", "shape"), [((1, 128), (8, 256)), ((128, 128), (256, 384)),
-                                              ((2, 4), (6, 8))])  # fmt: skip
+@pytest.mark.parametrize(
+    ("block", "shape"), [((1, 128), (8, 256)), ((128, 128), (256, 384)), ((2, 4), (6, 8))]
+)
 def test_blockwise_is_per_tensor_applied_to_every_block(block: tuple, shape: tuple) -> None:
     """Catches blocks cut along the wrong axes (a reshape without the transpose), one scale per
     row instead of per tile, or scales laid out in the wrong order."""
@@ -70,12 +71,15 @@ def test_blockwise_is_per_tensor_applied_to_every_block(block: tuple, shape: tup
             tile = x[i * r : (i + 1) * r, j * c : (j + 1) * c]
             want_q, want_s = reference(tile, E4M3)
             torch.testing.assert_close(
-                scales[i, j], want_s, rtol=1e-6, atol=0,
+                scales[i, j],
+                want_s,
+                rtol=1e-6,
+                atol=0,
                 msg=f"scales[{i}, {j}] = {scales[i, j].item():g} is not the amax of its own "
                 f"({r}, {c}) tile / 448 (= {want_s.item():g}): tiles cut along the wrong axes "
                 "(a reshape to (m/r, r, n/c, c) needs no transpose; (m/r, n/c, r, c) does), or "
                 "one scale per row",
-            )  # fmt: skip
+            )
             got = q[i * r : (i + 1) * r, j * c : (j + 1) * c].float()
             torch.testing.assert_close(got, want_q.float(), rtol=2**-7, atol=0)
     x_hat = dequantize_blockwise(q, scales, block)

@@ -16,10 +16,26 @@ from minitorch_dist.precision import DynamicLossScaler
 
 INF, NAN = math.inf, math.nan
 # one row per step: the gradient of the loss (before scaling) for the 3 weights
-SCRIPT = [[1.0, 2.0, 3.0], [INF, 0.0, 0.0], [0.5, -1.0, 0.25], [1.0, 1.0, 1.0], [NAN, 1.0, 1.0],
-          [1e-3, 1.0, 2.0], [2.0, 2.0, 2.0], [1.0, -INF, 1.0], [0.1, 0.2, 0.3], [1.0, 1.0, 1.0],
-          [3.0, 1.0, 2.0], [1.0, 1.0, 1.0], [1.0, 1.0, 1.0], [NAN, NAN, NAN], [1.0, 2.0, 1.0],
-          [1.0, 1.0, 1.0], [1.0, 1.0, 1.0], [1.0, 1.0, 1.0]]  # fmt: skip
+SCRIPT = [
+    [1.0, 2.0, 3.0],
+    [INF, 0.0, 0.0],
+    [0.5, -1.0, 0.25],
+    [1.0, 1.0, 1.0],
+    [NAN, 1.0, 1.0],
+    [1e-3, 1.0, 2.0],
+    [2.0, 2.0, 2.0],
+    [1.0, -INF, 1.0],
+    [0.1, 0.2, 0.3],
+    [1.0, 1.0, 1.0],
+    [3.0, 1.0, 2.0],
+    [1.0, 1.0, 1.0],
+    [1.0, 1.0, 1.0],
+    [NAN, NAN, NAN],
+    [1.0, 2.0, 1.0],
+    [1.0, 1.0, 1.0],
+    [1.0, 1.0, 1.0],
+    [1.0, 1.0, 1.0],
+]
 
 
 def run(scaler: object) -> list[tuple[float, bool, list[float]]]:
@@ -44,9 +60,12 @@ def run(scaler: object) -> list[tuple[float, bool, list[float]]]:
 @pytest.mark.task("lab02.2")
 @pytest.mark.parametrize(
     "kwargs",
-    [dict(init_scale=16.0, growth_interval=2), dict(init_scale=2.0**16, growth_interval=3),
-     dict(init_scale=1.0, growth_factor=4.0, backoff_factor=0.25, growth_interval=1)],
-)  # fmt: skip
+    [
+        dict(init_scale=16.0, growth_interval=2),
+        dict(init_scale=2.0**16, growth_interval=3),
+        dict(init_scale=1.0, growth_factor=4.0, backoff_factor=0.25, growth_interval=1),
+    ],
+)
 def test_matches_grad_scaler_step_for_step(kwargs: dict) -> None:
     """Catches growing after the wrong count of good steps, not resetting the count on an
     overflow, missing NaN (only checking inf), updating on a bad step, or unscaling wrongly."""

@@ -108,8 +108,9 @@ def test_clipping_uses_the_unscaled_fp32_gradients() -> None:
     the 16-bit copies: the result must equal clip_grad_norm_ + Adam on fp32."""
     ours = params(torch.float16)
     ref = [torch.nn.Parameter(p.detach().float()) for p in ours]
-    opt = MixedPrecisionOptimizer(ours, lr=1e-3, max_grad_norm=0.01,
-                                  loss_scaler=DynamicLossScaler(init_scale=1024.0))  # fmt: skip
+    opt = MixedPrecisionOptimizer(
+        ours, lr=1e-3, max_grad_norm=0.01, loss_scaler=DynamicLossScaler(init_scale=1024.0)
+    )
     ref_opt = torch.optim.Adam(ref, lr=1e-3)
     for p, q, g in zip(ours, ref, grads(0, torch.float16, scale=10.0)):
         p.grad = g * 1024
@@ -147,8 +148,12 @@ def run_tiny(recipe: str) -> tuple[dict[str, int], int]:
         opt = torch.optim.Adam(model.parameters(), lr=1e-3)
     else:
         norms_in_fp32(model.half())
-        opt = MixedPrecisionOptimizer(model.parameters(), lr=1e-3, loss_scaler=DynamicLossScaler(),
-                                      fp32_grads=recipe == "mixed_fp32_grads")  # fmt: skip
+        opt = MixedPrecisionOptimizer(
+            model.parameters(),
+            lr=1e-3,
+            loss_scaler=DynamicLossScaler(),
+            fp32_grads=recipe == "mixed_fp32_grads",
+        )
     with MemoryTracker(model, opt) as tracker:
         loss = cross_entropy(model(x), y)
         (loss if recipe == "fp32" else opt.scale_loss(loss)).backward()
@@ -170,8 +175,9 @@ def test_state_bytes_are_16_or_20_per_param(fp32_grads: bool) -> None:
     torch.manual_seed(0)
     model = Llama(TINY)
     norms_in_fp32(model.half())
-    opt = MixedPrecisionOptimizer(model.parameters(), lr=1e-3, loss_scaler=DynamicLossScaler(),
-                                  fp32_grads=fp32_grads)  # fmt: skip
+    opt = MixedPrecisionOptimizer(
+        model.parameters(), lr=1e-3, loss_scaler=DynamicLossScaler(), fp32_grads=fp32_grads
+    )
     x, y = next(iter(SyntheticTokens(TINY.vocab_size, 2, 16, num_batches=1)))
     opt.scale_loss(cross_entropy(model(x), y)).backward()
     assert opt.step() is True
@@ -226,8 +232,9 @@ def test_mixed_fp16_training_tracks_fp32() -> None:
             opt = torch.optim.Adam(model.parameters(), lr=1e-2)
         else:
             norms_in_fp32(model.half())
-            opt = MixedPrecisionOptimizer(model.parameters(), lr=1e-2,
-                                          loss_scaler=DynamicLossScaler())  # fmt: skip
+            opt = MixedPrecisionOptimizer(
+                model.parameters(), lr=1e-2, loss_scaler=DynamicLossScaler()
+            )
         losses = []
         for x, y in data:
             opt.zero_grad()

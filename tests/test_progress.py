@@ -103,8 +103,11 @@ def test_a_loop_inside_a_drawn_loop_stays_silent(monkeypatch):
     """Catches nested bars overwriting each other's line (the planner's search inside the
     planner benchmark's repeats): only the outer one draws, and it still counts."""
     terminal = as_terminal(monkeypatch)
-    seen = [(i, j) for i in pg.progress(range(3), desc="outer", interval=0.0)
-            for j in pg.progress(range(4), desc="inner", interval=0.0)]  # fmt: skip
+    seen = [
+        (i, j)
+        for i in pg.progress(range(3), desc="outer", interval=0.0)
+        for j in pg.progress(range(4), desc="inner", interval=0.0)
+    ]
     assert len(seen) == 12 and "inner" not in terminal.getvalue()
     assert terminal.getvalue().split("\r")[-1].startswith("outer: |" + "#" * pg.WIDTH + "| 3/3")
     assert list(pg.progress(range(2), desc="after", interval=0.0)) == [0, 1]

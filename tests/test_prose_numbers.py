@@ -38,29 +38,62 @@ def _squash(text: str) -> str:
 
 # (page, where, pattern, the mistake it names); `where` is "prose" or "code"
 RETYPED = [
-    ("02_number_formats.md", "prose",
-     r"smaller than (\$?2\^\{?-24\}?\$?|2⁻²⁴|\{glue:text\}`fp16_min_sub`) become zero",
-     "fp16 flushes values up to half the smallest subnormal to zero, not those below it"),
-    ("04_gradient_accumulation.md", "prose", r"\b3[0-9] ?% (BF16 )?MFU|MFU[^.]{0,40}\b3[0-9] ?%",
-     "an MFU typed into the prose (38 % is Table 4's long-context row, not the 8K one)"),
-    ("04_gradient_accumulation.md", "code", r"flops_per_device=0\.\d+",
-     "a typed MFU in the Llama 3 estimate instead of the planner's published row"),
-    ("04_gradient_accumulation.md", "code", r"\b3[0-9] ?% (BF16 )?MFU",
-     "an MFU typed into the code's comments (38 % is the long-context row)"),
-    ("04_gradient_accumulation.md", "code", r"\b989e12\b",
-     "a typed H100 peak instead of the cluster preset's"),
-    ("11_choosing_a_configuration.md", "prose", r"moves the \$1[24]\\Psi",
-     "the offload split typed (12 or 14 bytes per parameter: chapter 6's predict gives it)"),
-    ("11_choosing_a_configuration.md", "prose", r"half as much again",
-     "stage 3's traffic as 1.5 times stage 2's holds for one micro-batch only"),
-    ("11_choosing_a_configuration.md", "prose",
-     r"2\(d - 1\)/d\$ of the 16-bit gradients for ZeRO stages 0 to 2",
-     "stage 2 reduce-scatters every micro-batch's gradients: (m + 1)(d - 1)/d, not 2(d - 1)/d"),
-]  # fmt: skip
+    (
+        "02_number_formats.md",
+        "prose",
+        r"smaller than (\$?2\^\{?-24\}?\$?|2⁻²⁴|\{glue:text\}`fp16_min_sub`) become zero",
+        "fp16 flushes values up to half the smallest subnormal to zero, not those below it",
+    ),
+    (
+        "04_gradient_accumulation.md",
+        "prose",
+        r"\b3[0-9] ?% (BF16 )?MFU|MFU[^.]{0,40}\b3[0-9] ?%",
+        "an MFU typed into the prose (38 % is Table 4's long-context row, not the 8K one)",
+    ),
+    (
+        "04_gradient_accumulation.md",
+        "code",
+        r"flops_per_device=0\.\d+",
+        "a typed MFU in the Llama 3 estimate instead of the planner's published row",
+    ),
+    (
+        "04_gradient_accumulation.md",
+        "code",
+        r"\b3[0-9] ?% (BF16 )?MFU",
+        "an MFU typed into the code's comments (38 % is the long-context row)",
+    ),
+    (
+        "04_gradient_accumulation.md",
+        "code",
+        r"\b989e12\b",
+        "a typed H100 peak instead of the cluster preset's",
+    ),
+    (
+        "11_choosing_a_configuration.md",
+        "prose",
+        r"moves the \$1[24]\\Psi",
+        "the offload split typed (12 or 14 bytes per parameter: chapter 6's predict gives it)",
+    ),
+    (
+        "11_choosing_a_configuration.md",
+        "prose",
+        r"half as much again",
+        "stage 3's traffic as 1.5 times stage 2's holds for one micro-batch only",
+    ),
+    (
+        "11_choosing_a_configuration.md",
+        "prose",
+        r"2\(d - 1\)/d\$ of the 16-bit gradients for ZeRO stages 0 to 2",
+        "stage 2 reduce-scatters every micro-batch's gradients: (m + 1)(d - 1)/d, not 2(d - 1)/d",
+    ),
+]
 
 
-@pytest.mark.parametrize(("page", "where", "pattern", "mistake"), RETYPED,
-                         ids=[f"{r[0][:2]}-{i}" for i, r in enumerate(RETYPED)])  # fmt: skip
+@pytest.mark.parametrize(
+    ("page", "where", "pattern", "mistake"),
+    RETYPED,
+    ids=[f"{r[0][:2]}-{i}" for i, r in enumerate(RETYPED)],
+)
 def test_no_retyped_figure(page: str, where: str, pattern: str, mistake: str) -> None:
     prose, cells = _page(page)
     text = _squash(prose) if where == "prose" else "\n".join(cells)
@@ -82,8 +115,9 @@ def _glue_sources(cells: list[str], key: str) -> list[str]:
         more = set()
         for cell in cells:
             for name in list(names):
-                hit = re.search(rf"^\s*(?:[\w, ]*,\s*)?{re.escape(name)}\b[\w, ]*=[^=](.*)$",
-                                cell, re.M)  # fmt: skip
+                hit = re.search(
+                    rf"^\s*(?:[\w, ]*,\s*)?{re.escape(name)}\b[\w, ]*=[^=](.*)$", cell, re.M
+                )
                 if hit:
                     out.append(cell)
                     more |= set(re.findall(r"[A-Za-z_]\w*", hit.group(1)))
@@ -100,17 +134,30 @@ COMPUTED = [
     ("11_choosing_a_configuration.md", "zo_cpu", "predict", "ZeRO-Offload's CPU bytes"),
     ("11_choosing_a_configuration.md", "zero2_vs_1", "zero_comm_bytes", "ZeRO-2's traffic"),
     ("11_choosing_a_configuration.md", "zero3_vs_1", "zero_comm_bytes", "ZeRO-3's traffic"),
-    ("11_choosing_a_configuration.md", "a2a_per_step_full", "all_to_alls_per_step",
-     "the all-to-alls under full recomputation"),
-    ("10_mixture_of_experts.md", "a2a_per_step_full", "all_to_alls_per_step",
-     "the all-to-alls under full recomputation"),
-    ("07_tensor_and_sequence_parallelism.md", "need_8_per_nic", "nic_bandwidth",
-     "tensor parallelism's demand against a network port"),
-]  # fmt: skip
+    (
+        "11_choosing_a_configuration.md",
+        "a2a_per_step_full",
+        "all_to_alls_per_step",
+        "the all-to-alls under full recomputation",
+    ),
+    (
+        "10_mixture_of_experts.md",
+        "a2a_per_step_full",
+        "all_to_alls_per_step",
+        "the all-to-alls under full recomputation",
+    ),
+    (
+        "07_tensor_and_sequence_parallelism.md",
+        "need_8_per_nic",
+        "nic_bandwidth",
+        "tensor parallelism's demand against a network port",
+    ),
+]
 
 
-@pytest.mark.parametrize(("page", "key", "function", "what"), COMPUTED,
-                         ids=[f"{r[0][:2]}-{r[1]}" for r in COMPUTED])  # fmt: skip
+@pytest.mark.parametrize(
+    ("page", "key", "function", "what"), COMPUTED, ids=[f"{r[0][:2]}-{r[1]}" for r in COMPUTED]
+)
 def test_restated_figure_is_glued_from_its_function(
     page: str, key: str, function: str, what: str
 ) -> None:

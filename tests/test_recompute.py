@@ -107,8 +107,9 @@ def test_checkpoint_stores_only_its_inputs() -> None:
     assert torch.equal(
         checkpoint(torch.tanh, torch.ones(2, requires_grad=True)), torch.ones(2).tanh()
     )
-    mlp = nn.Sequential(nn.Linear(32, 256), nn.GELU(), nn.Linear(256, 256), nn.GELU(),
-                        nn.Linear(256, 32))  # fmt: skip
+    mlp = nn.Sequential(
+        nn.Linear(32, 256), nn.GELU(), nn.Linear(256, 256), nn.GELU(), nn.Linear(256, 32)
+    )
     x = torch.randn(64, 32, requires_grad=True)
     with MemoryTracker(mlp) as tracker:
         tracker.track(x, "other")  # existed before: not part of what the forward keeps
@@ -271,8 +272,9 @@ def test_full_recomputation_stores_the_block_inputs_only() -> None:
     for seq, b in ((32, 2), (64, 3)):
         ours = measure_recompute(TINY, seq_len=seq, micro_batch=b, policy="full")
         theirs = measure_recompute(TINY, seq_len=seq, micro_batch=b, policy="full", impl="torch")
-        expected = llama_activation_bytes(TINY, seq_len=seq, micro_batch=b, dtype_bytes=F32,
-                                          recompute="full")  # fmt: skip
+        expected = llama_activation_bytes(
+            TINY, seq_len=seq, micro_batch=b, dtype_bytes=F32, recompute="full"
+        )
         assert ours["activations"] == theirs["activations"] == expected
 
 
@@ -327,8 +329,10 @@ def test_policy_validation() -> None:
 
 
 # -- lab03.3: selective recomputation -------------------------------------------------------
-PICK_THE_CORE = ("the selective policy must pick only the attention core of each block (an "
-                 "AttentionCore), not the attention with its projections nor the block")  # fmt: skip
+PICK_THE_CORE = (
+    "the selective policy must pick only the attention core of each block (an "
+    "AttentionCore), not the attention with its projections nor the block"
+)
 
 
 @pytest.mark.lab03
@@ -354,11 +358,13 @@ def test_selective_removes_exactly_the_attention_matrices() -> None:
     that recomputes more than the core: stored bytes must match the closed forms exactly."""
     assert selective_policy("layers.1.attn.core", AttentionCore()), PICK_THE_CORE
     seq, b = 64, 2
-    fused = llama_activation_bytes(TINY, seq_len=seq, micro_batch=b, dtype_bytes=F32,
-                                   recompute="selective")  # fmt: skip
+    fused = llama_activation_bytes(
+        TINY, seq_len=seq, micro_batch=b, dtype_bytes=F32, recompute="selective"
+    )
     for attention in ("fused", "math"):
-        got = measure_recompute(TINY, seq_len=seq, micro_batch=b, policy="selective",
-                                attention=attention)  # fmt: skip
+        got = measure_recompute(
+            TINY, seq_len=seq, micro_batch=b, policy="selective", attention=attention
+        )
         assert got["activations"] == fused, attention
     # the unfused core without recomputation: + p·bHs^2 probabilities (and GQA copies)
     none = measure_recompute(TINY, seq_len=seq, micro_batch=b, attention="math")

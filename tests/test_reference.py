@@ -46,8 +46,14 @@ def _hand_dp(rank: int, world_size: int, divide: bool) -> object:
             super().step()
 
     # the reduction happens inside step(), after the harness reads .grad: compare no gradients
-    return run_training(model, Averaged(model.parameters(), lr=0.1), BATCHES, rank=rank,
-                        world_size=world_size, grads=lambda m, o: {})  # fmt: skip
+    return run_training(
+        model,
+        Averaged(model.parameters(), lr=0.1),
+        BATCHES,
+        rank=rank,
+        world_size=world_size,
+        grads=lambda m, o: {},
+    )
 
 
 def test_fp64_reference_repeats_exactly() -> None:
@@ -76,8 +82,12 @@ def test_harness_passes_averaging_and_fails_summing(divide: bool, passes: bool) 
 def test_compare_names_the_tensor_and_checks_shards() -> None:
     """Catches a comparison that ignores missing names, shapes, or which shard a rank holds."""
     full = torch.arange(12.0, dtype=torch.float64).view(4, 3)
-    assert compare({"w": full[2:]}, {"w": full}, shards={"w": Shard(0, 1, 2)},
-                   tolerance=EXACT).max_abs_error == 0.0  # fmt: skip
+    assert (
+        compare(
+            {"w": full[2:]}, {"w": full}, shards={"w": Shard(0, 1, 2)}, tolerance=EXACT
+        ).max_abs_error
+        == 0.0
+    )
     with pytest.raises(AssertionError, match="w"):
         compare({"w": full[:2]}, {"w": full}, shards={"w": Shard(0, 1, 2)}, tolerance=EXACT)
     with pytest.raises(AssertionError, match="missing"):

@@ -145,10 +145,23 @@ def test_release_has_no_solutions_left(release: tuple[Path, dict]) -> None:
 
 def _graded_ids(root: Path) -> set[str]:
     out = subprocess.run(
-        [sys.executable, "-m", "pytest", "tests", "--collect-only", "-q", "-m", GRADED,
-         "-p", "no:cacheprovider"],
-        cwd=root, capture_output=True, text=True, check=False,
-    ).stdout  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "tests",
+            "--collect-only",
+            "-q",
+            "-m",
+            GRADED,
+            "-p",
+            "no:cacheprovider",
+        ],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        check=False,
+    ).stdout
     return {line.strip() for line in out.splitlines() if "::" in line}
 
 
@@ -160,25 +173,37 @@ def test_every_graded_test_fails_on_the_release(release: tuple[Path, dict]) -> N
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     env["PYTHONPATH"] = str(dest)
     imports = subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(
-            """
+        [
+            sys.executable,
+            "-c",
+            textwrap.dedent(
+                """
             import importlib, pkgutil, minitorch_dist
             print(minitorch_dist.__file__)
             for m in pkgutil.walk_packages(minitorch_dist.__path__, "minitorch_dist."):
                 if m.name != "minitorch_dist.__main__":
                     importlib.import_module(m.name)
             """
-        )],
-        cwd=dest, env=env, capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
+            ),
+        ],
+        cwd=dest,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert imports.returncode == 0, imports.stderr
     assert imports.stdout.strip().startswith(str(dest)), "imported the instructor's package"
 
     results_path = dest / "results.json"
     run = subprocess.run(
         [sys.executable, "-m", "minitorch_dist.grade", "--results", str(results_path)],
-        cwd=dest, env=env, capture_output=True, text=True, timeout=1800,
-    )  # fmt: skip
+        cwd=dest,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=1800,
+    )
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     tests = json.loads(results_path.read_text())["tests"]
     assert {t["name"] for t in tests} == _graded_ids(ROOT), "graded tests differ from the source"
@@ -245,10 +270,22 @@ def test_one_assignment_grades_its_lab_zero_and_earlier_labs_full(
     env["PYTHONPATH"] = str(dest)
     results = dest / "results_assignment.json"
     run = subprocess.run(
-        [sys.executable, "-m", "minitorch_dist.grade", "--labs", "lab04", "lab05",
-         "--results", str(results)],
-        cwd=dest, env=env, capture_output=True, text=True, timeout=900,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "minitorch_dist.grade",
+            "--labs",
+            "lab04",
+            "lab05",
+            "--results",
+            str(results),
+        ],
+        cwd=dest,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     tests = json.loads(results.read_text())["tests"]
     by_lab = {lab: [t for t in tests if t["number"].startswith(lab)] for lab in ("lab04", "lab05")}
@@ -260,10 +297,13 @@ def test_one_assignment_grades_its_lab_zero_and_earlier_labs_full(
 
 @pytest.mark.parametrize(
     "kwargs, message",
-    [({"labs": ["lab5"]}, "labs must be names like lab05"), ({"labs": []}, "labs must be"),
-     ({"repo": "github.com/x/y"}, "repo must be an https://, ssh://"),
-     ({"repo": "http://example.org/y"}, "repo must be an https://, ssh://")],
-)  # fmt: skip
+    [
+        ({"labs": ["lab5"]}, "labs must be names like lab05"),
+        ({"labs": []}, "labs must be"),
+        ({"repo": "github.com/x/y"}, "repo must be an https://, ssh://"),
+        ({"repo": "http://example.org/y"}, "repo must be an https://, ssh://"),
+    ],
+)
 def test_bad_release_arguments_are_value_errors(tmp_path: Path, kwargs: dict, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         make_release(ROOT, tmp_path / "edition", **kwargs)
@@ -292,14 +332,30 @@ def test_colab_cell_gets_an_editable_course_that_grades(
     env["PYTHONPATH"] = str(course)  # the cell's sys.path.insert(0, "/content/course")
     where = subprocess.run(
         [sys.executable, "-c", "import minitorch_dist; print(minitorch_dist.__file__)"],
-        cwd=course / "labs", env=env, capture_output=True, text=True, check=True,
-    ).stdout  # fmt: skip
+        cwd=course / "labs",
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     assert where.startswith(str(course)), where
     results = course / "results.json"
     run = subprocess.run(
-        [sys.executable, "-m", "minitorch_dist.grade", "--task", "lab05.1", "--results", str(results)],
-        cwd=course, env=env, capture_output=True, text=True, timeout=600,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "minitorch_dist.grade",
+            "--task",
+            "lab05.1",
+            "--results",
+            str(results),
+        ],
+        cwd=course,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     tests = json.loads(results.read_text())["tests"]
     assert tests and {t["number"] for t in tests} == {"lab05.1"}

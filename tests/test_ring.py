@@ -97,8 +97,10 @@ def test_ring_sends_exactly_the_ring_bytes(world_size: int, numel: int) -> None:
     results = launch(_halves, world_size, numel)
     n = world_size
     for rank, r in enumerate(results):
-        for phase, sent, kept in (("reduce-scatter", r["rs_sent"], chunks[rank]),
-                                  ("all-gather", r["ag_sent"], chunks[(rank + 1) % n])):  # fmt: skip
+        for phase, sent, kept in (
+            ("reduce-scatter", r["rs_sent"], chunks[rank]),
+            ("all-gather", r["ag_sent"], chunks[(rank + 1) % n]),
+        ):
             hint = " (every chunk: n steps instead of n - 1)" if sent == S and n > 1 else ""
             assert sent == S - kept, (
                 f"rank {rank}: the {phase} sent {sent} bytes, the ring sends {S - kept} "
@@ -124,8 +126,10 @@ def _on_subgroup(rank: int, world_size: int) -> list | None:
 @pytest.mark.task("lab05.1")
 def test_ring_all_reduce_on_a_subgroup() -> None:
     """Catches ring code that uses the global rank or world size instead of the group's."""
-    hint = ("inside a group use dist.get_rank(group) and dist.get_world_size(group), not the "
-            "global rank or world size")  # fmt: skip
+    hint = (
+        "inside a group use dist.get_rank(group) and dist.get_world_size(group), not the "
+        "global rank or world size"
+    )
     try:
         results = launch(_on_subgroup, 4)
     except LaunchError as e:  # e.g. gloo aborting on chunks of the wrong size

@@ -37,19 +37,31 @@ def test_the_readmes_install_line_gives_a_student_everything(tmp_path: Path) -> 
     clone = tmp_path / "hw0"
     assert (clone / "tests" / "conftest.py").is_file()
     run = subprocess.run(
-        ["bash", "-c", install[0]], cwd=clone, env=env, capture_output=True, text=True,
+        ["bash", "-c", install[0]],
+        cwd=clone,
+        env=env,
+        capture_output=True,
+        text=True,
         timeout=1500,
-    )  # fmt: skip
+    )
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     python = clone / ".venv" / "bin" / "python"
     assert python.is_file()
-    lab = subprocess.run([str(clone / ".venv" / "bin" / "jupyter"), "lab", "--version"],
-                         capture_output=True, text=True, env=env)  # fmt: skip
+    lab = subprocess.run(
+        [str(clone / ".venv" / "bin" / "jupyter"), "lab", "--version"],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
     assert lab.returncode == 0 and re.match(r"\d+\.", lab.stdout), lab.stderr
     grade = subprocess.run(
         [str(python), "-m", "minitorch_dist.grade", "--task", "lab00.1"],
-        cwd=clone, env=env, capture_output=True, text=True, timeout=600,
-    )  # fmt: skip
+        cwd=clone,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     out = grade.stdout + grade.stderr
     assert grade.returncode == 0, out[-3000:]
     assert "collection errors" not in out and "no graded test" not in out, out[-3000:]

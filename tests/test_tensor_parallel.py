@@ -65,8 +65,14 @@ def _f_and_g(rank: int, world_size: int) -> dict:
         z = reduce_from_tp(p, W)
     with CommCounter() as g_backward:
         z.backward(torch.ones_like(z) * 3)
-    return {"y": y.detach(), "x_grad": x.grad, "f_calls": (forward.calls, backward.calls),
-            "z": z.detach(), "p_grad": p.grad, "g_calls": (g_forward.calls, g_backward.calls)}  # fmt: skip
+    return {
+        "y": y.detach(),
+        "x_grad": x.grad,
+        "f_calls": (forward.calls, backward.calls),
+        "z": z.detach(),
+        "p_grad": p.grad,
+        "g_calls": (g_forward.calls, g_backward.calls),
+    }
 
 
 @pytest.mark.lab07
@@ -121,7 +127,8 @@ def _mlp(rank: int, world_size: int) -> dict:
     yf = down(torch.tanh(up(xf)))
     yf.pow(2).sum().backward()
     pairs = {
-        "output": (ys, yf), "input grad": (xs.grad, xf.grad),
+        "output": (ys, yf),
+        "input grad": (xs.grad, xf.grad),
         "col weight": (col.weight, up.weight.chunk(t)[r]),
         "col bias": (col.bias, up.bias.chunk(t)[r]),
         "row weight": (row.weight, down.weight.chunk(t, dim=1)[r]),
@@ -130,7 +137,7 @@ def _mlp(rank: int, world_size: int) -> dict:
         "col bias grad": (col.bias.grad, up.bias.grad.chunk(t)[r]),
         "row weight grad": (row.weight.grad, down.weight.grad.chunk(t, dim=1)[r]),
         "row bias grad": (row.bias.grad, down.bias.grad),
-    }  # fmt: skip
+    }
     out = {k: (a.detach(), b.detach()) for k, (a, b) in pairs.items()}
     out["interleaved"] = up.weight.detach()[r::t]  # every t-th row: the wrong slice
     return out
@@ -145,22 +152,29 @@ def test_column_then_row_parallel_mlp_equals_the_full_layers(tp):
     for rank, pairs in enumerate(launch(_mlp, tp)):
         assert not torch.equal(pairs["col weight"][0], pairs.pop("interleaved")), (
             f"rank {rank} kept every t-th row of the weight (interleaved): a column-parallel "
-            "rank keeps one contiguous block of rows")  # fmt: skip
+            "rank keeps one contiguous block of rows"
+        )
         (ys, yf), bias = pairs["output"], pairs["row bias"][1]
         assert not torch.allclose(ys, yf + (tp - 1) * bias, rtol=0, atol=1e-9), (
             f"rank {rank}: the output is the full layer's plus (t - 1) times the bias: the bias "
             "was added on every rank; row-parallel adds it once, after the all-reduce"
         )
         for name, (ours, full) in pairs.items():
-            torch.testing.assert_close(ours, full, rtol=1e-12, atol=EXACT,
-                                       msg=lambda m, n=name, r=rank: f"rank {r}, {n}: {m}")  # fmt: skip
+            torch.testing.assert_close(
+                ours,
+                full,
+                rtol=1e-12,
+                atol=EXACT,
+                msg=lambda m, n=name, r=rank: f"rank {r}, {n}: {m}",
+            )
 
 
 # -- lab07.3: the tiny Llama, tensor-parallel ------------------------------------------------
 @pytest.mark.lab07
 @pytest.mark.task("lab07.3")
-@pytest.mark.parametrize("tp,config", [(2, None), (4, None), (4, MHA)],
-                         ids=["t2", "t4-kv-copies", "t4-kv-split"])  # fmt: skip
+@pytest.mark.parametrize(
+    "tp,config", [(2, None), (4, None), (4, MHA)], ids=["t2", "t4-kv-copies", "t4-kv-split"]
+)
 def test_tensor_parallel_llama_matches_the_reference(tp, config):
     """Outputs, every shard's gradient and the weights after 3 AdamW steps equal the single
     process's in fp64. Catches kv heads split wrongly (t = 4 with 2 kv heads: each rank needs a
@@ -236,27 +250,38 @@ def _vocab(rank: int, world_size: int, vocab: int, multiple: int) -> dict:
     # each target's logit 50 above the others: a loss near 0 only if the right column is read
     spike = torch.zeros(3, 4, vp, dtype=torch.float64).scatter_(-1, target.unsqueeze(-1), 50.0)
     spiked = vocab_parallel_cross_entropy(spike.chunk(t, dim=-1)[r], target, W, vocab_size=vocab)
-    spike_want = F.cross_entropy(spike[..., :vocab].reshape(-1, vocab), target.reshape(-1),
-                                 reduction="none").view(3, 4)  # fmt: skip
+    spike_want = F.cross_entropy(
+        spike[..., :vocab].reshape(-1, vocab), target.reshape(-1), reduction="none"
+    ).view(3, 4)
     # the same largest logit (6) on every rank that holds a real column: a max that was not
     # all-reduced gives the right loss here and a wrong one on the spike
     level = torch.randn(3, 4, vp, dtype=torch.float64)
     width = vp // t
     level[..., [c * width for c in range(t) if c * width < vocab]] = 6.0
     leveled = vocab_parallel_cross_entropy(level.chunk(t, dim=-1)[r], target, W, vocab_size=vocab)
-    level_want = F.cross_entropy(level[..., :vocab].reshape(-1, vocab), target.reshape(-1),
-                                 reduction="none").view(3, 4)  # fmt: skip
-    return {"embedding": (out.detach(), full.detach()), "embedding grad": (ours.weight.grad, grad),
-            "loss": (loss.detach(), want.view(3, 4).detach()),
-            "logit grad": (local.grad, logit_grad), "calls": cc.calls, "shifted": shifted,
-            "spiked": (spiked, spike_want), "leveled": (leveled, level_want),
-            "bytes": cc.total_bytes_sent}  # fmt: skip
+    level_want = F.cross_entropy(
+        level[..., :vocab].reshape(-1, vocab), target.reshape(-1), reduction="none"
+    ).view(3, 4)
+    return {
+        "embedding": (out.detach(), full.detach()),
+        "embedding grad": (ours.weight.grad, grad),
+        "loss": (loss.detach(), want.view(3, 4).detach()),
+        "logit grad": (local.grad, logit_grad),
+        "calls": cc.calls,
+        "shifted": shifted,
+        "spiked": (spiked, spike_want),
+        "leveled": (leveled, level_want),
+        "bytes": cc.total_bytes_sent,
+    }
 
 
 @pytest.mark.lab07
 @pytest.mark.task("lab07.4")
-@pytest.mark.parametrize("tp,vocab,multiple", [(2, 250, 8), (4, 250, 8), (4, 256, 128)],
-                         ids=["t2-odd", "t4-odd", "t4-ranks-of-padding"])  # fmt: skip
+@pytest.mark.parametrize(
+    "tp,vocab,multiple",
+    [(2, 250, 8), (4, 250, 8), (4, 256, 128)],
+    ids=["t2-odd", "t4-odd", "t4-ranks-of-padding"],
+)
 def test_vocab_parallel_embedding_and_cross_entropy(tp, vocab, multiple):
     """Embedding rows, their gradients (padded rows: zero) and the per-token loss and logit
     gradients against nn.Embedding and F.cross_entropy; three all-reduces of b x s numbers.
@@ -275,33 +300,46 @@ def test_vocab_parallel_embedding_and_cross_entropy(tp, vocab, multiple):
             f"rank {rank}: the loss is nan although every logit is finite: ranks {padding_only} "
             f"hold only padding columns (masked to -inf, V_p = {vp} > {vocab}), so their own max "
             "is -inf and -inf - (-inf) is nan: each rank subtracted its own max; the max must be "
-            "all-reduced (ReduceOp.MAX) over the group first, which is finite on every rank")  # fmt: skip
+            "all-reduced (ReduceOp.MAX) over the group first, which is finite on every rank"
+        )
         assert not (close(leveled, level_want) and not close(spiked, spike_want)), (
             f"rank {rank}: the loss is right when every rank's largest logit is the same and "
             f"wrong (up to {spiked.max().item():.3g}, not {spike_want.max().item():.3g}) when "
             "one rank holds a larger one: each rank subtracted its own max; the max must be "
             "all-reduced (ReduceOp.MAX) over the group first, so that every rank subtracts the "
-            "same number from its logits")  # fmt: skip
+            "same number from its logits"
+        )
         assert calls == {"all_reduce": 3}, (
             f"rank {rank}: the collectives were {dict(calls)}, not three all-reduces of b x s "
-            "numbers: the max logit (MAX), the sum of exponentials and the target logit")  # fmt: skip
+            "numbers: the max logit (MAX), the sum of exponentials and the target logit"
+        )
         assert out.pop("bytes") == 3 * collective_bytes("all_reduce", 3 * 4 * 8, tp)
         assert torch.allclose(spiked, spike_want, rtol=1e-9, atol=1e-9), (
             f"rank {rank}: with each target's logit 50 above the others the loss is up to "
             f"{spiked.max().item():.3g}, not {spike_want.max().item():.3g}: the target logit was "
             f"read from the wrong column (rank r's columns start at r V_p / t of the padded "
-            f"vocabulary, V_p = {vp})")  # fmt: skip
+            f"vocabulary, V_p = {vp})"
+        )
         shifted = out.pop("shifted")
         assert shifted.isfinite().all(), (
             f"rank {rank}: logits + 1000 give a loss of {shifted.flatten()[0].item()}: exp "
             "overflowed; subtract the all-reduced max logit before exponentiating"
         )
-        torch.testing.assert_close(shifted, out["loss"][1], rtol=1e-9, atol=1e-9,
-                                   msg=f"rank {rank}: the loss changed when every logit grew by "
-                                       "1000 (a softmax does not)")  # fmt: skip
+        torch.testing.assert_close(
+            shifted,
+            out["loss"][1],
+            rtol=1e-9,
+            atol=1e-9,
+            msg=f"rank {rank}: the loss changed when every logit grew by 1000 (a softmax does not)",
+        )
         for name, (ours, full) in out.items():
-            torch.testing.assert_close(ours, full, rtol=1e-12, atol=EXACT,
-                                       msg=lambda m, n=name, r=rank: f"rank {r}, {n}: {m}")  # fmt: skip
+            torch.testing.assert_close(
+                ours,
+                full,
+                rtol=1e-12,
+                atol=EXACT,
+                msg=lambda m, n=name, r=rank: f"rank {r}, {n}: {m}",
+            )
 
 
 def _head(rank: int, world_size: int) -> tuple:
@@ -335,8 +373,14 @@ def _sp_functions(rank: int, world_size: int) -> dict:
     z = full.clone().requires_grad_()
     split = scatter_to_sp(z, W)
     split.backward(torch.ones_like(split) * (rank + 1))
-    return {"gathered": gathered.detach(), "x_grad": x.grad, "scattered": scattered.detach(),
-            "y_grad": y.grad, "split": split.detach(), "z_grad": z.grad}  # fmt: skip
+    return {
+        "gathered": gathered.detach(),
+        "x_grad": x.grad,
+        "scattered": scattered.detach(),
+        "y_grad": y.grad,
+        "split": split.detach(),
+        "z_grad": z.grad,
+    }
 
 
 @pytest.mark.lab07
@@ -354,7 +398,8 @@ def test_sequence_parallel_gather_and_reduce_scatter(tp):
         assert torch.equal(out["gathered"], full)
         assert not torch.equal(out["x_grad"], torch.full_like(chunk, rank + 1.0)), (
             f"rank {rank}: the all-gather's backward kept only this rank's gradient; it is a "
-            "reduce-scatter (every rank's gradient of my tokens, summed)")  # fmt: skip
+            "reduce-scatter (every rank's gradient of my tokens, summed)"
+        )
         assert torch.equal(out["x_grad"], torch.full_like(chunk, float(total)))
         assert torch.equal(out["scattered"], chunk * total)
         assert torch.equal(out["y_grad"], ranks.view(1, 8, 1).expand_as(full))
@@ -364,8 +409,9 @@ def test_sequence_parallel_gather_and_reduce_scatter(tp):
 
 @pytest.mark.lab07
 @pytest.mark.task("lab07.5")
-@pytest.mark.parametrize("tp,config", [(2, None), (4, None), (4, ODD)],
-                         ids=["t2", "t4-kv-copies", "t4-odd-vocab"])  # fmt: skip
+@pytest.mark.parametrize(
+    "tp,config", [(2, None), (4, None), (4, ODD)], ids=["t2", "t4-kv-copies", "t4-odd-vocab"]
+)
 def test_sequence_parallel_llama_matches_the_reference(tp, config):
     """Norms and residuals on s/t tokens, every norm weight's gradient all-reduced over the tp
     group: the same outputs, gradients and weights after 3 AdamW steps as one process. Catches the
@@ -429,7 +475,7 @@ def _bad_inputs(rank: int, world_size: int) -> list[str]:
         (LlamaConfig("h6", 256, 48, 1, 6, 6, 176, 64, 1e-5, 1e4), 4),  # heads 6, tp 4
         (LlamaConfig("f170", 256, 64, 1, 4, 4, 170, 64, 1e-5, 1e4), 4),  # ffn 170, tp 4
         (LlamaConfig("kv", 256, 64, 1, 4, 4, 176, 64, 1e-5, 1e4), 3),  # heads 4, tp 3
-    ]  # fmt: skip
+    ]
     for config, tp in cases:
         try:
             from minitorch_dist.tensor_parallel import check_tp_config
@@ -448,8 +494,12 @@ def _bad_inputs(rank: int, world_size: int) -> list[str]:
 
 def test_bad_input_names_the_constraint():
     errors = launch(_bad_inputs, 2)[0]
-    assert errors == ["heads=6 is not divisible by tp=4", "ffn_hidden=170 is not divisible by tp=4",
-                      "heads=4 is not divisible by tp=3", "seq_len=15 is not divisible by tp=2"]  # fmt: skip
+    assert errors == [
+        "heads=6 is not divisible by tp=4",
+        "ffn_hidden=170 is not divisible by tp=4",
+        "heads=4 is not divisible by tp=3",
+        "seq_len=15 is not divisible by tp=2",
+    ]
     with pytest.raises(ValueError, match="hidden=6"):
         tp_comm_bytes(micro_batch=1, seq_len=8, hidden=6, tp=4)
     with pytest.raises(ValueError, match="seq_len=6 is not divisible by tp=4"):
@@ -508,14 +558,19 @@ def test_apply_tensor_parallel_takes_a_grid_and_stays_inside_its_tp_group():
     from minitorch_dist.reference import make_batches, reference_run
     from minitorch_dist.tensor_parallel.measure import full_cross_entropy
 
-    ref = reference_run(lambda: Llama(LlamaConfig.from_preset("tiny")),
-                        lambda p: torch.optim.AdamW(p, lr=1e-2), make_batches(256, 2, 16, 2),
-                        dtype=torch.float64, loss_fn=full_cross_entropy)  # fmt: skip
+    ref = reference_run(
+        lambda: Llama(LlamaConfig.from_preset("tiny")),
+        lambda p: torch.optim.AdamW(p, lr=1e-2),
+        make_batches(256, 2, 16, 2),
+        dtype=torch.float64,
+        loss_fn=full_cross_entropy,
+    )
     results = launch(_on_a_grid, 4)
     assert [r for r, _ in results] == [0, 1, 0, 1]
     for _, losses in results:
-        torch.testing.assert_close(torch.tensor(losses), torch.tensor(ref.losses), rtol=1e-12,
-                                   atol=EXACT)  # fmt: skip
+        torch.testing.assert_close(
+            torch.tensor(losses), torch.tensor(ref.losses), rtol=1e-12, atol=EXACT
+        )
 
 
 def _explicit_norm_reduction(rank: int, world_size: int) -> list[torch.Tensor]:

@@ -50,22 +50,33 @@ def png(fig) -> bytes:
 # -- predict: the pure function behind the widget ----------------------------------------------
 @pytest.mark.parametrize(
     ("preset", "seq", "b", "recompute", "zero", "dp", "recipe"),
-    [("llama-2-7b", 4096, 1, "none", 0, 1, "mixed"),
-     ("llama-3-70b", 8192, 2, "full", 3, 64, "mixed"),
-     ("llama-3-8b", 2048, 4, "selective", 2, 8, "mixed_fp32_grads"),
-     ("tiny", 64, 4, "none", 1, 4, "fp32")],
-)  # fmt: skip
+    [
+        ("llama-2-7b", 4096, 1, "none", 0, 1, "mixed"),
+        ("llama-3-70b", 8192, 2, "full", 3, 64, "mixed"),
+        ("llama-3-8b", 2048, 4, "selective", 2, 8, "mixed_fp32_grads"),
+        ("tiny", 64, 4, "none", 1, 4, "fp32"),
+    ],
+)
 def test_predict_is_model_states_plus_activations(preset, seq, b, recompute, zero, dp, recipe):
     """Catches a predictor that drifts from the package's formulas (a category dropped, ZeRO
     applied to activations, 16-bit activations for the fp32 recipe)."""
     config = LlamaConfig.from_preset(preset)
     got = predict(preset, seq, b, recompute, zero, dp, recipe=recipe)
     states = model_state_bytes(config.num_params(), zero_stage=zero, dp=dp, recipe=recipe)
-    acts = llama_activation_bytes(config, seq_len=seq, micro_batch=b,
-                                  dtype_bytes=4 if recipe == "fp32" else 2, recompute=recompute)  # fmt: skip
-    assert got == {"params": states["params"], "grads": states["grads"],
-                   "optimizer": states["optimizer"], "activations": acts,
-                   "total": states["total"] + acts}  # fmt: skip
+    acts = llama_activation_bytes(
+        config,
+        seq_len=seq,
+        micro_batch=b,
+        dtype_bytes=4 if recipe == "fp32" else 2,
+        recompute=recompute,
+    )
+    assert got == {
+        "params": states["params"],
+        "grads": states["grads"],
+        "optimizer": states["optimizer"],
+        "activations": acts,
+        "total": states["total"] + acts,
+    }
     assert predict(config, seq, b, recompute, zero, dp, recipe=recipe) == got  # config or name
 
 
@@ -102,8 +113,9 @@ def test_package_imports_without_ipywidgets():
         "print(predict('tiny', 64, 1)['total'] > 0)\n"
         "try:\n    viz.memory_predictor()\nexcept ImportError:\n    print('lazy')\n"
     )
-    run = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
-                         timeout=120)  # fmt: skip
+    run = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
     assert run.returncode == 0, run.stderr
     assert run.stdout.split() == ["True", "lazy"]
 
@@ -119,17 +131,30 @@ def test_widget_updates_when_controls_change():
     shown = displayed(predictor.view.value)
     assert shown == predictor.result == predict("llama-2-7b", 4096, 1, "none", 0, 8)
     assert set(predictor.controls["preset"].options) == set(preset_names())
-    changes = [("zero_stage", 3), ("dp", 64), ("preset", "llama-3-70b"), ("seq_len", 8192),
-               ("micro_batch", 2), ("recompute", "full"), ("recipe", "mixed_fp32_grads")]  # fmt: skip
+    changes = [
+        ("zero_stage", 3),
+        ("dp", 64),
+        ("preset", "llama-3-70b"),
+        ("seq_len", 8192),
+        ("micro_batch", 2),
+        ("recompute", "full"),
+        ("recipe", "mixed_fp32_grads"),
+    ]
     for name, value in changes:
         before = displayed(predictor.view.value)
         predictor.controls[name].value = value  # what a click does
         now = displayed(predictor.view.value)
         assert now != before, f"changing {name} did not change the display"
         assert now == predict(**predictor.values()) == predictor.result, name
-    assert predictor.values() == {"preset": "llama-3-70b", "seq_len": 8192, "micro_batch": 2,
-                                  "recompute": "full", "zero_stage": 3, "dp": 64,
-                                  "recipe": "mixed_fp32_grads"}  # fmt: skip
+    assert predictor.values() == {
+        "preset": "llama-3-70b",
+        "seq_len": 8192,
+        "micro_batch": 2,
+        "recompute": "full",
+        "zero_stage": 3,
+        "dp": 64,
+        "recipe": "mixed_fp32_grads",
+    }
     total = predictor.result["total"]
     predictor.controls["device_gib"].value = total / GiB / 2  # half what it needs: no fit
     assert 'data-fits="false"' in predictor.view.value
@@ -146,13 +171,19 @@ def _timeline() -> list[tuple[int, str, dict[str, int]]]:
     """A small hand-made timeline: forward builds activations, backward trades them for grads."""
 
     def sample(i: int, phase: str, acts: int, grads: int, optim: int = 0) -> tuple:
-        return (i, phase, {"params": 400, "grads": grads, "optimizer": optim,
-                           "activations": acts, "other": 16})  # fmt: skip
+        return (
+            i,
+            phase,
+            {"params": 400, "grads": grads, "optimizer": optim, "activations": acts, "other": 16},
+        )
 
-    return ([sample(0, "forward", 0, 0)] + [sample(i, "forward", 100 * i, 0) for i in range(1, 6)]
-            + [sample(i, "backward", 100 * (11 - i), 80 * (i - 5)) for i in range(6, 11)]
-            + [sample(i, "optimizer", 0, 400, 80 * (i - 10)) for i in range(11, 16)]
-            + [sample(15, "idle", 0, 400, 400)])  # fmt: skip
+    return (
+        [sample(0, "forward", 0, 0)]
+        + [sample(i, "forward", 100 * i, 0) for i in range(1, 6)]
+        + [sample(i, "backward", 100 * (11 - i), 80 * (i - 5)) for i in range(6, 11)]
+        + [sample(i, "optimizer", 0, 400, 80 * (i - 10)) for i in range(11, 16)]
+        + [sample(15, "idle", 0, 400, 400)]
+    )
 
 
 def test_figures_render_headless_and_deterministically():
@@ -170,7 +201,7 @@ def test_figures_render_headless_and_deterministically():
         "predictions": lambda: plot_predictions(results, device_bytes=80 * GiB),
         "growth": lambda: plot_activation_growth(
             [512, 1024, 2048], {"b = 1": [1e9, 2e9, 4e9]}, references={"16Ψ": 3e9}
-        ),  # fmt: skip
+        ),
     }
     for name, make in makers.items():
         fig = make()
@@ -187,7 +218,10 @@ def test_timeline_figure_labels_phases_and_peak():
     fig = plot_timeline(_timeline())
     texts = [t.get_text() for t in fig.axes[0].texts]
     assert [t for t in texts if t in ("forward", "backward", "optimizer")] == [
-        "forward", "backward", "optimizer"]  # fmt: skip
+        "forward",
+        "backward",
+        "optimizer",
+    ]
     assert any(t.startswith("peak ") for t in texts)
     with pytest.raises(ValueError, match="empty"):
         plot_timeline([])
@@ -195,8 +229,10 @@ def test_timeline_figure_labels_phases_and_peak():
 
 def test_breakdown_figure_prints_the_ratios():
     """Catches ratios computed the wrong way round (predicted / measured)."""
-    fig = plot_breakdown({"params": 100, "grads": 100, "optimizer": 200, "activations": 50},
-                         {"params": 100, "grads": 100, "optimizer": 202, "activations": 50})  # fmt: skip
+    fig = plot_breakdown(
+        {"params": 100, "grads": 100, "optimizer": 200, "activations": 50},
+        {"params": 100, "grads": 100, "optimizer": 202, "activations": 50},
+    )
     texts = [t.get_text() for t in fig.axes[0].texts]
     assert texts == ["1.0000", "1.0000", "1.0100", "1.0000"]
 

@@ -89,8 +89,11 @@ def test_units_pad_to_a_multiple_of_the_ranks():
     units = build_units(model, 4)
     assert [u.name for u in units] == ["", "up", "down", "norm"]  # the tied weight -> the root
     assert [u.numel for u in units] == [77, 104, 98, 14]
-    assert [u.shard_numel for u in units] == [20, 26, 25, 4] == [shard_numel(n, 4) for n in
-                                                                 (77, 104, 98, 14)]  # fmt: skip
+    assert (
+        [u.shard_numel for u in units]
+        == [20, 26, 25, 4]
+        == [shard_numel(n, 4) for n in (77, 104, 98, 14)]
+    )
     root = units[0]
     flat = root.flatten([p.detach() for p in root.params])
     assert flat.shape == (80,) and torch.equal(flat[77:], torch.zeros(3))
@@ -109,8 +112,14 @@ def test_storage_bytes_counts_shared_storage_once():
 def _bad_inputs(rank: int, world_size: int) -> list[str]:
     model = TiedToy()
     errors = []
-    for kwargs in ({"lr": -1.0}, {"betas": (0.9, 1.5)}, {"offload": "yes"}, {"prefetch": 1},
-                   {"units": [nn.Linear(2, 2)]}, {"units": [model.up, model.up]}):  # fmt: skip
+    for kwargs in (
+        {"lr": -1.0},
+        {"betas": (0.9, 1.5)},
+        {"offload": "yes"},
+        {"prefetch": 1},
+        {"units": [nn.Linear(2, 2)]},
+        {"units": [model.up, model.up]},
+    ):
         try:
             ZeroStage3(TiedToy(), **kwargs) if "units" not in kwargs else ZeroStage3(
                 model, **kwargs
@@ -222,12 +231,17 @@ def _held(rank: int, world_size: int, stage: int, offload: bool) -> dict:
     opt = zero_optimizer(model, stage, lr=1e-3, offload=offload)
     batch = rank_rows(make_batches(256, 2 * world_size, 16, 1)[0], rank, world_size)
     nn.functional.cross_entropy(model(batch[0]).flatten(0, 1), batch[1].flatten()).backward()
-    after_backward = {"grads_alive": sum(p.grad is not None for p in model.parameters()),
-                      "full_params": storage_bytes(u.full for u in opt.units)}  # fmt: skip
+    after_backward = {
+        "grads_alive": sum(p.grad is not None for p in model.parameters()),
+        "full_params": storage_bytes(u.full for u in opt.units),
+    }
     opt.step()
-    return {"held": opt.held_bytes(), "units": [(u.numel, u.shard_numel) for u in opt.units],
-            "devices": sorted({t.device.type for t in opt.offloaded_tensors()}),
-            **after_backward}  # fmt: skip
+    return {
+        "held": opt.held_bytes(),
+        "units": [(u.numel, u.shard_numel) for u in opt.units],
+        "devices": sorted({t.device.type for t in opt.offloaded_tensors()}),
+        **after_backward,
+    }
 
 
 @pytest.mark.lab06
@@ -241,8 +255,11 @@ def test_rank_holds_what_model_state_bytes_predicts(stage):
     padded = sum(n * s for _, s in out["units"])
     shard = sum(s for _, s in out["units"])
     steps = 4 * len(out["units"])  # Adam's 4-byte step counter per shard tensor
-    want = {"params": F32 * (shard if stage == 3 else padded),
-            "grads": F32 * (shard if stage >= 2 else padded), "optimizer": 2 * F32 * shard + steps}  # fmt: skip
+    want = {
+        "params": F32 * (shard if stage == 3 else padded),
+        "grads": F32 * (shard if stage >= 2 else padded),
+        "optimizer": 2 * F32 * shard + steps,
+    }
     assert {k: out["held"][k] for k in want} == want
     predicted = model_state_bytes(UNEVEN.num_params(), zero_stage=stage, dp=n, recipe="fp32")
     for key in ("params", "grads", "optimizer", "total"):
@@ -278,8 +295,10 @@ def _prefetch_states(rank: int, world_size: int, prefetch: bool) -> list[str]:
     opt = ZeroStage3(model, prefetch=prefetch)
     seen = []
     by_module = {id(u.module): u for u in opt.units}
-    nxt = {id(model.layers[0]): by_module[id(model.layers[1])],
-           id(model.layers[1]): by_module[id(model.norm)]}  # fmt: skip
+    nxt = {
+        id(model.layers[0]): by_module[id(model.layers[1])],
+        id(model.layers[1]): by_module[id(model.norm)],
+    }
     for block in model.layers:  # registered after ZeRO's hooks: runs once the unit is gathered
         block.register_forward_pre_hook(
             lambda m, a: seen.append((by_module[id(m)].state, nxt[id(m)].state))
@@ -309,9 +328,13 @@ def _comm(rank: int, world_size: int, stage: int) -> dict:
     with CommCounter() as cc:
         model(batch[0]).sum().backward()
         opt.step()
-    return {"sent": cc.total_bytes_sent, "calls": dict(cc.calls),
-            "expected": expected_comm_bytes(opt), "units": len(opt.units),
-            "padded": sum(u.padded_numel for u in opt.units)}  # fmt: skip
+    return {
+        "sent": cc.total_bytes_sent,
+        "calls": dict(cc.calls),
+        "expected": expected_comm_bytes(opt),
+        "units": len(opt.units),
+        "padded": sum(u.padded_numel for u in opt.units),
+    }
 
 
 @pytest.mark.lab06
@@ -325,8 +348,11 @@ def test_bytes_sent_per_step_are_2_or_3_psi(stage, world_size):
     passes = 2 if stage < 3 else 3
     assert out["calls"] == {"reduce_scatter": k, "all_gather": (passes - 1) * k}
     psi_bytes = F32 * out["padded"]  # Psi rounded up to whole shards
-    assert out["sent"] == out["expected"] == passes * collective_bytes("all_gather", psi_bytes,
-                                                                       world_size)  # fmt: skip
+    assert (
+        out["sent"]
+        == out["expected"]
+        == passes * collective_bytes("all_gather", psi_bytes, world_size)
+    )
 
 
 # -- lab06.4: offload ----------------------------------------------------------------------
@@ -359,8 +385,9 @@ def test_offload_moves_the_optimizer_states_to_cpu_memory():
     assert out["held"]["optimizer"] == 0
     assert out["held"]["offloaded"] == 3 * F32 * shard + 4 * len(out["units"])
     assert out["devices"] == ["cpu"]
-    predicted = model_state_bytes(UNEVEN.num_params(), zero_stage=2, dp=n, recipe="fp32",
-                                  offload=True)  # fmt: skip
+    predicted = model_state_bytes(
+        UNEVEN.num_params(), zero_stage=2, dp=n, recipe="fp32", offload=True
+    )
     assert out["held"]["total"] == pytest.approx(predicted["total"], rel=0.03)
 
 
@@ -454,8 +481,9 @@ def _check_sgd(result: dict, world_size: int, grad_acc: int = 1) -> None:
 def test_sgd_step_uses_the_rank_averaged_gradient(stage: int) -> None:
     """Catches a gradient summed but not averaged over the 4 ranks: with SGD the step would be
     4 times the reference's (Adam would hide it)."""
-    result = compare_with_reference(stage, 4, steps=1, lr=LR, optimizer_class=torch.optim.SGD,
-                                    **TOY)  # fmt: skip
+    result = compare_with_reference(
+        stage, 4, steps=1, lr=LR, optimizer_class=torch.optim.SGD, **TOY
+    )
     _check_sgd(result, 4)
 
 
@@ -463,8 +491,12 @@ def _repeated_micro_batches(world_size: int, grad_acc: int) -> list:
     """One global batch in which each rank's grad_acc micro-batches are the same rows."""
     inputs, targets = make_batches(TOY["vocab"], 2 * world_size, 8, 1)[0]
     rows = [slice(2 * r, 2 * r + 2) for r in range(world_size)]
-    return [(torch.cat([inputs[s] for s in rows for _ in range(grad_acc)]),
-             torch.cat([targets[s] for s in rows for _ in range(grad_acc)]))]  # fmt: skip
+    return [
+        (
+            torch.cat([inputs[s] for s in rows for _ in range(grad_acc)]),
+            torch.cat([targets[s] for s in rows for _ in range(grad_acc)]),
+        )
+    ]
 
 
 @pytest.mark.lab06
@@ -475,7 +507,12 @@ def test_micro_batch_gradients_accumulate(stage: int) -> None:
     reference's. Also an accumulation lost between backward passes at stage 1."""
     grad_acc = 3
     result = compare_with_reference(
-        stage, 2, lr=LR, optimizer_class=torch.optim.SGD, grad_acc=grad_acc,
-        batches=_repeated_micro_batches(2, grad_acc), **TOY,
-    )  # fmt: skip
+        stage,
+        2,
+        lr=LR,
+        optimizer_class=torch.optim.SGD,
+        grad_acc=grad_acc,
+        batches=_repeated_micro_batches(2, grad_acc),
+        **TOY,
+    )
     _check_sgd(result, 2, grad_acc)

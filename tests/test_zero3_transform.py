@@ -43,9 +43,15 @@ def _rank(rank: int, world_size: int, kind: str, mp: MixedPrecision | None) -> d
     seen: list = []  # the dtype a unit computes in
     unit = model.up if kind == "toy" else model.layers[0]
     unit.register_forward_hook(lambda m, a, out: seen.append(tree_leaves(out)[0].dtype))
-    run = run_training(model, opt, make_batches(vocab, GBS, SEQ, STEPS), rank=rank,
-                       world_size=world_size, grads=lambda m, o: m.gather_full_grads(),
-                       weights=lambda m, o: m.gather_full_params())  # fmt: skip
+    run = run_training(
+        model,
+        opt,
+        make_batches(vocab, GBS, SEQ, STEPS),
+        rank=rank,
+        world_size=world_size,
+        grads=lambda m, o: m.gather_full_grads(),
+        weights=lambda m, o: m.gather_full_params(),
+    )
     local = model.local_grad_shards()
     full = model.gather_full_grads()
     pieces = {n: (t.clone(), span) for n, (t, span) in local.items()}
@@ -54,17 +60,25 @@ def _rank(rank: int, world_size: int, kind: str, mp: MixedPrecision | None) -> d
     kinds = [(p.dtype, p.numel()) for p in model.parameters() if p.requires_grad]
     named = {n: (p.numel(), p.dim()) for n, p in model.named_parameters() if p.requires_grad}
     shards = [u.shard_numel for u in model.zero3.units]
-    return {"run": run, "matches": matches, "spans": spans, "seen": seen, "kinds": kinds,
-            "named": named,
-            "shards": shards,
-            "shard_grads": sorted({str(p.grad.dtype) for p in model.parameters()
-                                   if p.grad is not None})}  # fmt: skip
+    return {
+        "run": run,
+        "matches": matches,
+        "spans": spans,
+        "seen": seen,
+        "kinds": kinds,
+        "named": named,
+        "shards": shards,
+        "shard_grads": sorted(
+            {str(p.grad.dtype) for p in model.parameters() if p.grad is not None}
+        ),
+    }
 
 
 def _reference(kind: str):  # noqa: ANN202
     make, vocab = MODELS[kind]
-    return reference_run(make, lambda ps: torch.optim.AdamW(ps, **ADAMW),
-                         make_batches(vocab, GBS, SEQ, STEPS))  # fmt: skip
+    return reference_run(
+        make, lambda ps: torch.optim.AdamW(ps, **ADAMW), make_batches(vocab, GBS, SEQ, STEPS)
+    )
 
 
 @pytest.mark.parametrize(("kind", "world_size"), [("toy", 2), ("toy", 4), ("llama", 2)])
@@ -76,8 +90,12 @@ def test_adamw_on_the_local_shards_matches_one_process(kind, world_size):
     steps with weight decay equal one process's, fp32-tight; each rank's per-parameter
     gradient pieces are slices of the whole gradient and cover it exactly once."""
     results = launch(_rank, world_size, kind, None)
-    assert_runs_match([r["run"] for r in results], _reference(kind), check=("losses", "grads",
-                      "weights"), tolerance=TIGHT)  # fmt: skip
+    assert_runs_match(
+        [r["run"] for r in results],
+        _reference(kind),
+        check=("losses", "grads", "weights"),
+        tolerance=TIGHT,
+    )
     ref = _reference(kind)
     for name, w in ref.weights.items():
         assert sum(r["spans"].get(name, 0) for r in results) == w.numel(), name
@@ -118,9 +136,13 @@ def _comm(rank: int, world_size: int) -> dict:
     with CommCounter() as cc:
         model(x).sum().backward()
     units = model.zero3.units
-    return {"calls": dict(cc.calls), "sent": cc.total_bytes_sent, "units": len(units),
-            "padded": sum(u.padded_numel for u in units),
-            "freed": sum(u.full.untyped_storage().nbytes() for u in units)}  # fmt: skip
+    return {
+        "calls": dict(cc.calls),
+        "sent": cc.total_bytes_sent,
+        "units": len(units),
+        "padded": sum(u.padded_numel for u in units),
+        "freed": sum(u.full.untyped_storage().nbytes() for u in units),
+    }
 
 
 def test_same_collectives_and_bytes_as_chapter_6_stage_3():

@@ -50,8 +50,9 @@ def _schedule(opt: torch.optim.Optimizer) -> torch.optim.lr_scheduler.LRSchedule
     return torch.optim.lr_scheduler.LambdaLR(opt, lambda step: 1.0 / (1 + step))  # 1, 1/2, 1/3
 
 
-def _train(model: nn.Module, opt: torch.optim.Optimizer, rank: int, world_size: int,
-           scheduled: bool) -> tuple[Run, list[float]]:  # fmt: skip
+def _train(
+    model: nn.Module, opt: torch.optim.Optimizer, rank: int, world_size: int, scheduled: bool
+) -> tuple[Run, list[float]]:
     """The harness's loop, with a scheduler stepped after every optimizer step (if asked)."""
     sched = _schedule(opt) if scheduled else None
     lrs: list[float] = []
@@ -65,8 +66,15 @@ def _train(model: nn.Module, opt: torch.optim.Optimizer, rank: int, world_size: 
 
     batches = make_batches(VOCAB, GBS, SEQ, STEPS)
     weights = (lambda m, o: o.full_parameters()) if getattr(opt, "stage", 0) == 3 else None
-    run = run_training(model, opt, batches, rank=rank, world_size=world_size, around_step=around,
-                       **({"weights": weights} if weights else {}))  # fmt: skip
+    run = run_training(
+        model,
+        opt,
+        batches,
+        rank=rank,
+        world_size=world_size,
+        around_step=around,
+        **({"weights": weights} if weights else {}),
+    )
     return run, lrs
 
 
@@ -78,8 +86,9 @@ def _reference(optimizer: tuple, grouped: bool, scheduled: bool) -> tuple[Run, l
     return _train(model, opt, 0, 1, scheduled)
 
 
-def _zero_rank(rank: int, world_size: int, stage: int, optimizer: tuple, grouped: bool,
-               scheduled: bool) -> tuple[Run, list[float], bool]:  # fmt: skip
+def _zero_rank(
+    rank: int, world_size: int, stage: int, optimizer: tuple, grouped: bool, scheduled: bool
+) -> tuple[Run, list[float], bool]:
     torch.manual_seed(0)  # the same model on every rank
     model = _toy()
     cls, kwargs = optimizer
@@ -106,8 +115,7 @@ def test_adamw_with_weight_decay_matches_one_process(stage, world_size):
     ref, _ = _reference(ADAMW, grouped=False, scheduled=False)
     out = launch(_zero_rank, world_size, stage, ADAMW, False, False)
     assert all(is_opt for _, _, is_opt in out)
-    assert_runs_match([run for run, _, _ in out], ref, check=("losses", "weights"),
-                      tolerance=TIGHT)  # fmt: skip
+    assert_runs_match([run for run, _, _ in out], ref, check=("losses", "weights"), tolerance=TIGHT)
 
 
 def test_adam_and_adamw_differ_here():
@@ -128,8 +136,9 @@ def test_param_groups_sgd_and_a_scheduler_follow_one_process(stage):
         out = launch(_zero_rank, 2, stage, optimizer, True, True)
         for _, lrs, _ in out:
             assert lrs == ref_lrs and lrs[1] == lrs[0] / 2  # the schedule really moved
-        assert_runs_match([run for run, _, _ in out], ref, check=("losses", "weights"),
-                          tolerance=TIGHT)  # fmt: skip
+        assert_runs_match(
+            [run for run, _, _ in out], ref, check=("losses", "weights"), tolerance=TIGHT
+        )
 
 
 def test_scheduler_that_is_ignored_would_be_caught():
@@ -173,9 +182,12 @@ def test_full_state_dict_is_what_adamw_saves_on_one_process(stage):
                 for i, s in want["state"].items():
                     assert set(sd["state"][i]) == set(s)
                     assert float(sd["state"][i]["step"]) == float(s["step"]) == STEPS
-                    compare({k: v for k, v in sd["state"][i].items() if k != "step"},
-                            {k: v for k, v in s.items() if k != "step"}, tolerance=TIGHT,
-                            label=f"{world_size} ranks, param {i}: ")  # fmt: skip
+                    compare(
+                        {k: v for k, v in sd["state"][i].items() if k != "step"},
+                        {k: v for k, v in s.items() if k != "step"},
+                        tolerance=TIGHT,
+                        label=f"{world_size} ranks, param {i}: ",
+                    )
 
 
 # -- the rest of torch's interface, and bad input ----------------------------------------------
@@ -187,8 +199,11 @@ def _interface(rank: int, world_size: int) -> dict:
     opt.step()
     model(torch.zeros(2, 4, dtype=torch.long)).sum().backward()
     opt.zero_grad(set_to_none=False)
-    zeros = all(p.grad is not None and not p.grad.any() for p in opt.param_groups[0]["params"]
-                if p.requires_grad)  # fmt: skip
+    zeros = all(
+        p.grad is not None and not p.grad.any()
+        for p in opt.param_groups[0]["params"]
+        if p.requires_grad
+    )
     opt.zero_grad()
     nones = all(p.grad is None for p in model.parameters())
     legacy = zero_optimizer(_toy(), 2, torch.optim.SGD, lr=0.1)  # the chapter's call still works
@@ -199,7 +214,7 @@ def _interface(rank: int, world_size: int) -> dict:
         lambda: ZeroStage2([nn.Parameter(torch.ones(3)), nn.Parameter(torch.ones(3).double())]),
         lambda: ZeroStage2(
             [nn.Parameter(torch.ones(3)), nn.Parameter(torch.ones(3, device="meta"))]
-        ),  # fmt: skip
+        ),
         lambda: zero_optimizer(_toy().parameters(), 3),  # stage 3 wraps a module
         lambda: opt.add_param_group({"params": [nn.Parameter(torch.ones(2))]}),
         lambda: ZeroStage1(_toy().parameters(), torch.optim.Adam, offload=True, units=[]),
@@ -209,8 +224,13 @@ def _interface(rank: int, world_size: int) -> dict:
             errors.append(None)
         except ValueError as e:
             errors.append(str(e))
-    return {"zeros": zeros, "nones": nones, "errors": errors,
-            "legacy": type(legacy).__name__, "groups": len(opt.param_groups)}  # fmt: skip
+    return {
+        "zeros": zeros,
+        "nones": nones,
+        "errors": errors,
+        "legacy": type(legacy).__name__,
+        "groups": len(opt.param_groups),
+    }
 
 
 def test_zero_grad_set_to_none_and_bad_input():

@@ -36,8 +36,17 @@ def _toy() -> nn.Module:
     return TiedToy(vocab=VOCAB, hidden=5)  # a tied weight, a frozen layer, odd counts
 
 
-def _rank(rank: int, world_size: int, path: str, stage: int, stop: int, resume: bool,
-          save: bool, sharded: bool = False, die: bool = False) -> dict:  # fmt: skip
+def _rank(
+    rank: int,
+    world_size: int,
+    path: str,
+    stage: int,
+    stop: int,
+    resume: bool,
+    save: bool,
+    sharded: bool = False,
+    die: bool = False,
+) -> dict:
     """Build the model and ZeRO optimizer, load the checkpoint (``resume``), train up to step
     ``stop``, save (``save``; rank 1 dies half-way through with ``die``)."""
     torch.manual_seed(0)
@@ -56,8 +65,9 @@ def _rank(rank: int, world_size: int, path: str, stage: int, stop: int, resume: 
 
 
 def _reference():  # noqa: ANN202
-    return reference_run(_toy, lambda ps: torch.optim.AdamW(ps, **ADAMW),
-                         make_batches(VOCAB, GBS, SEQ, STEPS))  # fmt: skip
+    return reference_run(
+        _toy, lambda ps: torch.optim.AdamW(ps, **ADAMW), make_batches(VOCAB, GBS, SEQ, STEPS)
+    )
 
 
 @pytest.mark.parametrize("stage", [1, 2])
@@ -113,8 +123,14 @@ def _ddp_rank(rank: int, world_size: int, path: str, stop: int, resume: bool) ->
     model = DataParallelBucket(_toy(), bucket_cap_mb=None)
     opt = torch.optim.AdamW(model.parameters(), **ADAMW)  # replicated: its own state dict
     start = load_checkpoint(path, model, opt) if resume else 0
-    run = run_training(model, opt, make_batches(VOCAB, GBS, SEQ, STEPS)[start:stop], rank=rank,
-                       world_size=world_size, weights=lambda m, o: param_values(m.module))  # fmt: skip
+    run = run_training(
+        model,
+        opt,
+        make_batches(VOCAB, GBS, SEQ, STEPS)[start:stop],
+        rank=rank,
+        world_size=world_size,
+        weights=lambda m, o: param_values(m.module),
+    )
     if not resume:
         save_checkpoint(path, model, opt, step=stop)
     return {"start": start, "run": run}
@@ -127,8 +143,9 @@ def test_data_parallel_with_a_torch_optimizer_resumes_on_fewer_ranks(tmp_path):
     launch(_ddp_rank, 4, str(tmp_path), 2, False)
     resumed = launch(_ddp_rank, 2, str(tmp_path), STEPS, True)
     assert [r["start"] for r in resumed] == [2, 2]
-    assert_runs_match([r["run"] for r in resumed], _reference(), check=("weights",),
-                      tolerance=TIGHT)  # fmt: skip
+    assert_runs_match(
+        [r["run"] for r in resumed], _reference(), check=("weights",), tolerance=TIGHT
+    )
 
 
 def _zero3_rank(rank: int, world_size: int, path: str, stop: int, resume: bool) -> dict:
@@ -136,9 +153,14 @@ def _zero3_rank(rank: int, world_size: int, path: str, stop: int, resume: bool) 
     model = apply_zero3(_toy())
     opt = torch.optim.AdamW(model.parameters(), **ADAMW)  # over the local shards
     start = load_checkpoint(path, model, opt) if resume else 0
-    run = run_training(model, opt, make_batches(VOCAB, GBS, SEQ, STEPS)[start:stop], rank=rank,
-                       world_size=world_size,
-                       weights=lambda m, o: m.gather_full_params())  # fmt: skip
+    run = run_training(
+        model,
+        opt,
+        make_batches(VOCAB, GBS, SEQ, STEPS)[start:stop],
+        rank=rank,
+        world_size=world_size,
+        weights=lambda m, o: m.gather_full_params(),
+    )
     if not resume:
         save_checkpoint(path, model, opt, step=stop)
     return {"start": start, "run": run}

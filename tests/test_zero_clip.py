@@ -50,11 +50,15 @@ def _reference(max_norm: float | None, norm_type: float = 2.0) -> tuple[dict, li
     model = _toy()
     params = [p for p in model.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, **ADAMW)
-    clip = (lambda: torch.nn.utils.clip_grad_norm_(params, max_norm, norm_type)) if max_norm \
-        else (lambda: torch.zeros((), dtype=torch.float64))  # fmt: skip
+    clip = (
+        (lambda: torch.nn.utils.clip_grad_norm_(params, max_norm, norm_type))
+        if max_norm
+        else (lambda: torch.zeros((), dtype=torch.float64))
+    )
     wrapped = _Clipped(opt, clip)
-    run = run_training(model, wrapped, make_batches(VOCAB, GBS, SEQ, STEPS), split=None,
-                       grads=lambda m, o: {})  # fmt: skip
+    run = run_training(
+        model, wrapped, make_batches(VOCAB, GBS, SEQ, STEPS), split=None, grads=lambda m, o: {}
+    )
     return run.weights, wrapped.norms
 
 
@@ -68,8 +72,15 @@ def _zero_rank(rank: int, world_size: int, kind: str, norm_type: float) -> tuple
         opt = zero_optimizer(model, int(kind), torch.optim.AdamW, **ADAMW)
         target, weights = opt, lambda: opt.full_parameters()
     wrapped = _Clipped(opt, lambda: clip_grad_norm_(target, MAX_NORM, norm_type))
-    run_training(model, wrapped, make_batches(VOCAB, GBS, SEQ, STEPS), rank=rank,
-                 world_size=world_size, grads=lambda m, o: {}, weights=None)  # fmt: skip
+    run_training(
+        model,
+        wrapped,
+        make_batches(VOCAB, GBS, SEQ, STEPS),
+        rank=rank,
+        world_size=world_size,
+        grads=lambda m, o: {},
+        weights=None,
+    )
     return weights(), wrapped.norms
 
 
@@ -147,8 +158,10 @@ def test_torch_clip_grad_norm_on_zero_parameters_raises():
 
 def _bad_rank(rank: int, world_size: int) -> list[str]:
     errors = []
-    for call in (lambda: clip_grad_norm_(_toy(), 1.0),
-                 lambda: clip_grad_norm_(zero_optimizer(_toy(), 1), 1.0, norm_type=0)):  # fmt: skip
+    for call in (
+        lambda: clip_grad_norm_(_toy(), 1.0),
+        lambda: clip_grad_norm_(zero_optimizer(_toy(), 1), 1.0, norm_type=0),
+    ):
         try:
             call()
         except ValueError as e:

@@ -33,9 +33,10 @@ def _no_decay(name: str) -> bool:
 def _groups(model: nn.Module) -> list[dict]:
     """The usual recipe: no weight decay (and here another lr) on biases and norms, by name."""
     named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
-    return [{"params": [p for n, p in named if not _no_decay(n)]},
-            {"params": [p for n, p in named if _no_decay(n)], "weight_decay": 0.0,
-             "lr": 5e-3}]  # fmt: skip
+    return [
+        {"params": [p for n, p in named if not _no_decay(n)]},
+        {"params": [p for n, p in named if _no_decay(n)], "weight_decay": 0.0, "lr": 5e-3},
+    ]
 
 
 def _batches() -> list:
@@ -45,8 +46,9 @@ def _batches() -> list:
 def _reference(grad_acc: int = 1) -> dict[str, torch.Tensor]:
     model = _toy()
     opt = torch.optim.AdamW(_groups(model), **DEFAULTS)
-    return run_training(model, opt, _batches(), split=None, grad_acc=grad_acc,
-                        grads=lambda m, o: {}).weights  # fmt: skip
+    return run_training(
+        model, opt, _batches(), split=None, grad_acc=grad_acc, grads=lambda m, o: {}
+    ).weights
 
 
 def _max_error(weights: dict, ref: dict) -> float:
@@ -59,8 +61,9 @@ def _grouped_rank(rank: int, world_size: int, kind: str, grad_acc: int) -> dict:
     info: dict = {}
     if kind.startswith("stage3"):  # stage3_roots: the norm joins the tied weight at the root
         units = [model.up, model.down] if kind == "stage3_roots" else None
-        opt = ZeroStage3(model, torch.optim.AdamW, param_groups=_groups(model), units=units,
-                         **DEFAULTS)  # fmt: skip
+        opt = ZeroStage3(
+            model, torch.optim.AdamW, param_groups=_groups(model), units=units, **DEFAULTS
+        )
         weights = opt.full_parameters
         info["units"] = len(opt.units)
     else:
@@ -69,17 +72,31 @@ def _grouped_rank(rank: int, world_size: int, kind: str, grad_acc: int) -> dict:
         opt = torch.optim.AdamW(_groups(model), **DEFAULTS)  # built from the original names
         weights = model.gather_full_params
         info["shapes"] = {n: tuple(p.shape) for n, p in model.named_parameters()}
-    run_training(model, opt, _batches(), rank=rank, world_size=world_size, grad_acc=grad_acc,
-                 grads=lambda m, o: {}, weights=None)  # fmt: skip
+    run_training(
+        model,
+        opt,
+        _batches(),
+        rank=rank,
+        world_size=world_size,
+        grad_acc=grad_acc,
+        grads=lambda m, o: {},
+        weights=None,
+    )
     info["weights"] = weights()
     if kind == "ignored":  # whole on every rank, under their names: add them to the comparison
-        info["weights"].update({"norm.weight": model.norm.weight.detach().clone(),
-                                "norm.bias": model.norm.bias.detach().clone()})  # fmt: skip
+        info["weights"].update(
+            {
+                "norm.weight": model.norm.weight.detach().clone(),
+                "norm.bias": model.norm.bias.detach().clone(),
+            }
+        )
     return info
 
 
-@pytest.mark.parametrize(("kind", "world_size"), [("stage3", 2), ("stage3", 4), ("stage3_roots", 2),
-                                                  ("apply_zero3", 2), ("apply_zero3", 4)])  # fmt: skip
+@pytest.mark.parametrize(
+    ("kind", "world_size"),
+    [("stage3", 2), ("stage3", 4), ("stage3_roots", 2), ("apply_zero3", 2), ("apply_zero3", 4)],
+)
 def test_weight_decay_groups_at_stage_3_equal_one_process(kind, world_size):
     """Catches groups that are ignored at stage 3 (biases and norms decayed, one lr), a unit
     whose flat shard mixes two groups, a second root unit never gathered, names that are not the original ones after apply_zero3
@@ -115,18 +132,29 @@ def test_ignored_params_stay_whole_and_are_averaged(grad_acc):
 
 def _differing_rank(rank: int, world_size: int) -> dict:
     errors = []
-    for build in (lambda m: ZeroStage1(m, torch.optim.AdamW), lambda m: zero_optimizer(m, 3),
-                  lambda m: apply_zero3(m)):  # fmt: skip
+    for build in (
+        lambda m: ZeroStage1(m, torch.optim.AdamW),
+        lambda m: zero_optimizer(m, 3),
+        lambda m: apply_zero3(m),
+    ):
         try:
             build(_toy(seed=rank))  # pretrained weights loaded on rank 0 only, say
             errors.append("accepted")
         except ValueError as e:
             errors.append(str(e))
     model = _toy(seed=rank)  # differs, but rank 0's is broadcast
-    opt = ZeroStage1(model, torch.optim.AdamW, sync_params=True, param_groups=_groups(model),
-                     **DEFAULTS)  # fmt: skip
-    run_training(model, opt, _batches(), rank=rank, world_size=world_size,
-                 grads=lambda m, o: {}, weights=None)  # fmt: skip
+    opt = ZeroStage1(
+        model, torch.optim.AdamW, sync_params=True, param_groups=_groups(model), **DEFAULTS
+    )
+    run_training(
+        model,
+        opt,
+        _batches(),
+        rank=rank,
+        world_size=world_size,
+        grads=lambda m, o: {},
+        weights=None,
+    )
     model3 = apply_zero3(_toy(seed=rank), sync_params=True)
     return {
         "errors": errors,
@@ -225,19 +253,39 @@ def test_non_elementwise_optimizers_are_refused():
 def _load_rank(rank: int, world_size: int) -> dict:
     model = apply_zero3(_toy())
     opt = torch.optim.AdamW(model.parameters(), **DEFAULTS)
-    run_training(model, opt, _batches(), rank=rank, world_size=world_size,
-                 grads=lambda m, o: {}, weights=None)  # fmt: skip
+    run_training(
+        model,
+        opt,
+        _batches(),
+        rank=rank,
+        world_size=world_size,
+        grads=lambda m, o: {},
+        weights=None,
+    )
     sd, osd = model.zero3_state_dict(opt)
-    before = (model.gather_full_params(), {k: v.clone() for k, v in opt.state_dict()["state"][0]
-              .items()})  # fmt: skip
+    before = (
+        model.gather_full_params(),
+        {k: v.clone() for k, v in opt.state_dict()["state"][0].items()},
+    )
     fresh = {k: torch.zeros_like(v) for k, v in sd.items()}  # what a bad load would write
     bad = {
         "shape": {**fresh, "up.weight": torch.zeros(3, 3, dtype=torch.float64)},
         "missing": {k: v for k, v in fresh.items() if k != "down.bias"},
         "extra": {**fresh, "up.wieght": torch.zeros(1)},
-        "optim": (fresh, {**osd, "state": {**osd["state"], "norm.weight": {
-            **osd["state"]["norm.weight"], "exp_avg": torch.zeros(4, dtype=torch.float64)}}}),
-    }  # fmt: skip
+        "optim": (
+            fresh,
+            {
+                **osd,
+                "state": {
+                    **osd["state"],
+                    "norm.weight": {
+                        **osd["state"]["norm.weight"],
+                        "exp_avg": torch.zeros(4, dtype=torch.float64),
+                    },
+                },
+            },
+        ),
+    }
     errors = {}
     for what, args in bad.items():
         model_sd, optim = args if isinstance(args, tuple) else (args, None)
@@ -248,7 +296,8 @@ def _load_rank(rank: int, world_size: int) -> dict:
             errors[what] = str(e)
     after = (model.gather_full_params(), opt.state_dict()["state"][0])
     unchanged = all(torch.equal(before[0][k], after[0][k]) for k in before[0]) and all(
-        torch.equal(before[1][k], after[1][k]) for k in before[1])  # fmt: skip
+        torch.equal(before[1][k], after[1][k]) for k in before[1]
+    )
     model.load_zero3_state_dict(sd, osd, opt)  # a good one still loads
     return {"errors": errors, "unchanged": unchanged}
 

@@ -60,13 +60,19 @@ def grad_acc_steps(global_tokens: int, *, seq_len: int, micro_batch: int, dp: in
     """Micro-batches per optimizer step for a global batch of ``global_tokens`` tokens:
     gbs = mbs x grad_acc x dp sequences of ``seq_len`` tokens, so
     grad_acc = global_tokens / (seq_len x micro_batch x dp), which must come out whole."""
-    for name, value in (("global_tokens", global_tokens), ("seq_len", seq_len),
-                        ("micro_batch", micro_batch), ("dp", dp)):  # fmt: skip
+    for name, value in (
+        ("global_tokens", global_tokens),
+        ("seq_len", seq_len),
+        ("micro_batch", micro_batch),
+        ("dp", dp),
+    ):
         check_int(name, value)
     per_round = seq_len * micro_batch * dp  # tokens of one micro-batch on every rank
     if global_tokens % per_round:
-        raise ValueError(f"global_tokens={global_tokens} is not a multiple of seq_len x micro_batch"
-                         f" x dp = {per_round}")  # fmt: skip
+        raise ValueError(
+            f"global_tokens={global_tokens} is not a multiple of seq_len x micro_batch"
+            f" x dp = {per_round}"
+        )
     return global_tokens // per_round
 
 
@@ -77,11 +83,15 @@ def split_micro_batches(
     in order. The micro-batches are views of the global batch (no copy)."""
     check_int("grad_acc", grad_acc)
     if inputs.shape != targets.shape or inputs.dim() != 2:
-        raise ValueError(f"inputs and targets must both be (batch, seq), got "
-                         f"{tuple(inputs.shape)} and {tuple(targets.shape)}")  # fmt: skip
+        raise ValueError(
+            f"inputs and targets must both be (batch, seq), got "
+            f"{tuple(inputs.shape)} and {tuple(targets.shape)}"
+        )
     if inputs.shape[0] % grad_acc:
-        raise ValueError(f"the global batch of {inputs.shape[0]} sequences is not divisible by "
-                         f"grad_acc={grad_acc}")  # fmt: skip
+        raise ValueError(
+            f"the global batch of {inputs.shape[0]} sequences is not divisible by "
+            f"grad_acc={grad_acc}"
+        )
     return list(zip(inputs.chunk(grad_acc), targets.chunk(grad_acc)))
 
 
@@ -118,8 +128,10 @@ def token_loss_sum(
 
 def _check_micro_batches(micro_batches: Sequence[MicroBatch], ignore_index: int) -> None:
     if not isinstance(micro_batches, Sequence) or len(micro_batches) == 0:
-        raise ValueError("micro_batches must be a non-empty sequence of (inputs, targets): the "
-                         "step needs them all up front to count the global batch's tokens")  # fmt: skip
+        raise ValueError(
+            "micro_batches must be a non-empty sequence of (inputs, targets): the "
+            "step needs them all up front to count the global batch's tokens"
+        )
     if all(count_tokens(t, ignore_index) == 0 for _, t in micro_batches):
         raise ValueError("the global batch holds no real target token: the mean loss is undefined")
 
@@ -163,8 +175,9 @@ def accumulation_step(
     """
     _check_micro_batches(micro_batches, ignore_index)
     if no_sync is not None and not callable(no_sync):
-        raise ValueError(f"no_sync must be a function returning a context manager, got "
-                         f"{type(no_sync).__name__}")  # fmt: skip
+        raise ValueError(
+            f"no_sync must be a function returning a context manager, got {type(no_sync).__name__}"
+        )
     # BEGIN SOLUTION lab04.1: token-weighted loss over all micro-batches, one backward each
     tokens = sum(count_tokens(t, ignore_index) for _, t in micro_batches)  # N: the global count
     losses = []

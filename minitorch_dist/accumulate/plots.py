@@ -42,8 +42,13 @@ def plot_accumulation_memory(
         for policy, points in data.items():
             xs = sorted(points)
             color, marker = POLICY_STYLES.get(policy, ("#7f7f7f", "o"))
-            ax.plot(xs, [points[x] / 2**20 for x in xs], marker=marker, color=color,
-                    label=f"recompute {policy}")  # fmt: skip
+            ax.plot(
+                xs,
+                [points[x] / 2**20 for x in xs],
+                marker=marker,
+                color=color,
+                label=f"recompute {policy}",
+            )
             ax.set_xticks(xs, [str(x) for x in xs])  # linear axis: a line means linear growth
         ax.set_xlabel(xlabel)
         ax.set_ylim(0, top / 2**20 * 1.08)  # one scale for both panels, from zero

@@ -53,16 +53,28 @@ __all__ = [  # the names from before the naming rule stay, as aliases (end of fi
 
 def _kv_block(batch: int, kv_heads: int, seq: int, head_dim: int, cp: int, p: int) -> int:
     """Bytes of one rank's K and V: ``2 b KV (s / cp) d p``."""
-    for name, value in (("batch", batch), ("kv_heads", kv_heads), ("seq", seq),
-                        ("head_dim", head_dim), ("cp", cp), ("bytes_per_element", p)):  # fmt: skip
+    for name, value in (
+        ("batch", batch),
+        ("kv_heads", kv_heads),
+        ("seq", seq),
+        ("head_dim", head_dim),
+        ("cp", cp),
+        ("bytes_per_element", p),
+    ):
         check_int(name, value)
     return 2 * batch * kv_heads * check_divisible("seq", seq, "cp", cp) * head_dim * p
 
 
 def ring_attention_bytes(
-    batch: int, kv_heads: int, seq: int, head_dim: int, cp: int, *,
-    bytes_per_element: int = 2, backward: bool = False,
-) -> int:  # fmt: skip
+    batch: int,
+    kv_heads: int,
+    seq: int,
+    head_dim: int,
+    cp: int,
+    *,
+    bytes_per_element: int = 2,
+    backward: bool = False,
+) -> int:
     """Bytes ONE rank sends in one ring attention call (one layer, one micro-batch): the forward
     pass ``(cp - 1) 2 b KV (s/cp) d p``; with ``backward=True`` the backward pass, twice that
     (K/V again and their gradients, ``cp - 1`` hops each)."""
@@ -71,9 +83,15 @@ def ring_attention_bytes(
 
 
 def allgather_attention_bytes(
-    batch: int, kv_heads: int, seq: int, head_dim: int, cp: int, *,
-    bytes_per_element: int = 2, backward: bool = False,
-) -> int:  # fmt: skip
+    batch: int,
+    kv_heads: int,
+    seq: int,
+    head_dim: int,
+    cp: int,
+    *,
+    bytes_per_element: int = 2,
+    backward: bool = False,
+) -> int:
     """Bytes ONE rank sends when K/V are all-gathered (forward) and their gradients
     reduce-scattered (``backward=True``): ``(cp - 1) / cp`` of ``2 b KV s d p`` each way, the
     ring forward's bytes."""
@@ -82,9 +100,16 @@ def allgather_attention_bytes(
 
 
 def ulysses_attention_bytes(
-    batch: int, heads: int, kv_heads: int, seq: int, head_dim: int, cp: int, *,
-    bytes_per_element: int = 2, backward: bool = False,
-) -> int:  # fmt: skip
+    batch: int,
+    heads: int,
+    kv_heads: int,
+    seq: int,
+    head_dim: int,
+    cp: int,
+    *,
+    bytes_per_element: int = 2,
+    backward: bool = False,
+) -> int:
     """Bytes ONE rank sends in Ulysses attention, forward (or ``backward=True``: the backward,
     the same): all-to-alls of q, k, v and the output, ``(cp - 1) / cp`` of each local tensor:
     ``(cp - 1) / cp b (s/cp) d p (2H + 2KV)``. ValueError unless cp divides H and KV."""
@@ -98,9 +123,17 @@ def ulysses_attention_bytes(
 
 
 def hybrid_attention_bytes(
-    batch: int, heads: int, kv_heads: int, seq: int, head_dim: int, u: int, r: int, *,
-    bytes_per_element: int = 2, backward: bool = False,
-) -> int:  # fmt: skip
+    batch: int,
+    heads: int,
+    kv_heads: int,
+    seq: int,
+    head_dim: int,
+    u: int,
+    r: int,
+    *,
+    bytes_per_element: int = 2,
+    backward: bool = False,
+) -> int:
     """Bytes ONE rank sends in hybrid (USP, Megatron-LM's ``a2a+p2p``) attention over
     ``c = u r`` ranks, forward (or ``backward=True``): Ulysses' four all-to-alls over ``u``
     ranks, ``(u - 1) / u b (s/c) d p (2H + 2KV)`` (:func:`ulysses_attention_bytes` at a
@@ -136,9 +169,18 @@ def work_imbalance(cp: int, *, layout: str = "zigzag") -> float:
 
 # -- when does the ring hide behind compute? The alpha-beta model of chapter 5 -----------------
 def ring_step_times(
-    *, batch: int, heads: int, kv_heads: int, seq: int, head_dim: int, cp: int,
-    alpha: float, bandwidth: float, flops: float, bytes_per_element: int = 2,
-) -> dict[str, float]:  # fmt: skip
+    *,
+    batch: int,
+    heads: int,
+    kv_heads: int,
+    seq: int,
+    head_dim: int,
+    cp: int,
+    alpha: float,
+    bandwidth: float,
+    flops: float,
+    bytes_per_element: int = 2,
+) -> dict[str, float]:
     """Seconds of one ring step (forward), alpha-beta model (Thakur et al. 2005) against a
     compute rate ``flops`` (FLOP/s): ``comm`` sends one K/V block (two messages, K and V),
     ``2 alpha + 2 b KV (s/cp) d p / bandwidth``; ``compute`` is one zig-zag step, half of a

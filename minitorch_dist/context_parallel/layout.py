@@ -23,8 +23,14 @@ import torch
 from minitorch_dist.checks import check_int
 from minitorch_dist.context_parallel.chunks import LAYOUTS, check_layout, chunk_ids
 
-__all__ = ["LAYOUTS", "check_layout", "chunk_ids", "shard_positions", "shard_sequence",
-           "unshard_sequence"]  # fmt: skip
+__all__ = [
+    "LAYOUTS",
+    "check_layout",
+    "chunk_ids",
+    "shard_positions",
+    "shard_sequence",
+    "unshard_sequence",
+]
 
 
 def shard_sequence(
@@ -71,6 +77,10 @@ def shard_positions(
     # BEGIN SOLUTION lab08.4: the positions of half-chunks r and 2cp-1-r
     half = seq_len // (2 * world_size)
     first, last = rank, 2 * world_size - 1 - rank
-    return torch.cat([torch.arange(first * half, (first + 1) * half),
-                      torch.arange(last * half, (last + 1) * half)])  # fmt: skip
+    return torch.cat(
+        [
+            torch.arange(first * half, (first + 1) * half),
+            torch.arange(last * half, (last + 1) * half),
+        ]
+    )
     # END SOLUTION

@@ -75,10 +75,15 @@ class ContextParallelLlama(Llama):
     model (a Llama whose forward takes this rank's shard of the tokens (b, s/cp) and returns its
     logits (b, s/cp, V)); this class only calls it."""
 
-    def __init__(self, config: Any, group: Any = None, *, init_std: float = 0.02,
-                 **options: Any) -> None:  # fmt: skip
-        warnings.warn("ContextParallelLlama is deprecated: use apply_context_parallel(Llama("
-                      "config), group, ...)", DeprecationWarning, stacklevel=2)  # fmt: skip
+    def __init__(
+        self, config: Any, group: Any = None, *, init_std: float = 0.02, **options: Any
+    ) -> None:
+        warnings.warn(
+            "ContextParallelLlama is deprecated: use apply_context_parallel(Llama("
+            "config), group, ...)",
+            DeprecationWarning,
+            stacklevel=2,
+        )
         super().__init__(config, init_std=init_std)
         apply_context_parallel(self, group, **options)
 
@@ -133,8 +138,10 @@ def cp_split(layout: str = "zigzag") -> Any:
 
     def split(batch: Batch, rank: int, world_size: int) -> Batch:
         x, y = batch  # (b, s) each
-        return (shard_sequence(x, rank, world_size, layout=layout, dim=1),
-                shard_sequence(y, rank, world_size, layout=layout, dim=1))  # fmt: skip
+        return (
+            shard_sequence(x, rank, world_size, layout=layout, dim=1),
+            shard_sequence(y, rank, world_size, layout=layout, dim=1),
+        )
 
     return split
 

@@ -12,8 +12,13 @@ from matplotlib import colormaps
 
 from minitorch_dist.figures import BookFigure
 
-__all__ = ["plot_activations_vs_seq", "plot_layouts", "plot_memory", "plot_ring_schedule",
-           "plot_work"]  # fmt: skip
+__all__ = [
+    "plot_activations_vs_seq",
+    "plot_layouts",
+    "plot_memory",
+    "plot_ring_schedule",
+    "plot_work",
+]
 
 
 def _rank_colours(cp: int) -> list:
@@ -32,8 +37,10 @@ def plot_layouts(positions: Mapping[str, Sequence[Sequence[int]]]) -> BookFigure
             pos = [int(p) for p in pos]
             starts = [p for i, p in enumerate(pos) if i == 0 or pos[i - 1] != p - 1]
             for start in starts:  # one bar per contiguous piece the rank holds
-                length = next((i for i, p in enumerate(pos[pos.index(start):]) if p != start + i),
-                              len(pos) - pos.index(start))  # fmt: skip
+                length = next(
+                    (i for i, p in enumerate(pos[pos.index(start) :]) if p != start + i),
+                    len(pos) - pos.index(start),
+                )
                 ax.barh(row, length, left=start, color=colours[rank], edgecolor="white", height=0.7)
                 ax.text(start + length / 2, row, str(rank), ha="center", va="center", fontsize=8)
     ax.set_yticks(range(len(positions)), list(positions))
@@ -74,8 +81,9 @@ def plot_ring_schedule(
     it (``per_step[layout][r]``, from the WorkCounter)."""
     cp = len(next(iter(per_step.values())))
     top = max(max(max(row) for row in grid) for grid in per_step.values())
-    fig = BookFigure(figsize=(1.0 + 2.2 * len(per_step) + 0.3 * cp, 1.2 + 0.4 * cp),
-                     layout="constrained")  # fmt: skip
+    fig = BookFigure(
+        figsize=(1.0 + 2.2 * len(per_step) + 0.3 * cp, 1.2 + 0.4 * cp), layout="constrained"
+    )
     axes = fig.subplots(1, len(per_step), squeeze=False)[0]
     for ax, (layout, grid) in zip(axes, per_step.items()):
         image = ax.imshow([list(row) for row in grid], cmap="Blues", vmin=0, vmax=1.5 * top)
@@ -94,9 +102,12 @@ def plot_ring_schedule(
 
 
 def plot_activations_vs_seq(
-    seq_lens: Sequence[int], per_cp: Mapping[int, Sequence[float]], *, budget: float | None = None,
+    seq_lens: Sequence[int],
+    per_cp: Mapping[int, Sequence[float]],
+    *,
+    budget: float | None = None,
     title: str = "",
-) -> BookFigure:  # fmt: skip
+) -> BookFigure:
     """Activation bytes per rank (GiB) against sequence length, one line per cp; ``budget``
     (GiB) as a horizontal line (a GPU's memory)."""
     fig = BookFigure(figsize=(7, 4), layout="constrained")
@@ -120,8 +131,9 @@ def plot_memory(per_method: Mapping[str, Mapping[str, float]], *, title: str = "
     fig = BookFigure(figsize=(7, 3.6), layout="constrained")
     ax = fig.add_subplot()
     names = list(per_method)
-    for i, (key, label) in enumerate((("saved_bytes", "kept for backward"),
-                                      ("peak_bytes", "peak during the call"))):  # fmt: skip
+    for i, (key, label) in enumerate(
+        (("saved_bytes", "kept for backward"), ("peak_bytes", "peak during the call"))
+    ):
         xs = [j + (i - 0.5) * 0.38 for j in range(len(names))]
         ax.bar(xs, [per_method[n][key] / 1024 for n in names], width=0.38, label=label)
     ax.set_xticks(range(len(names)), names)

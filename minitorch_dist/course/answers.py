@@ -98,9 +98,11 @@ def make_digests(reference: Mapping[str, Answer]) -> dict[str, dict]:
         if answer.digits is not None and answer.digits < 1:
             raise ValueError(f"{exercise}: digits must be >= 1, got {answer.digits}")
         digests = [
-            _digest(exercise, i, _exact_text(v) if answer.digits is None else _rounded(v, answer.digits))
+            _digest(
+                exercise, i, _exact_text(v) if answer.digits is None else _rounded(v, answer.digits)
+            )
             for i, v in enumerate(parts)
-        ]  # fmt: skip
+        ]
         out[exercise] = {"digits": answer.digits, "names": list(answer.names), "digests": digests}
     return out
 

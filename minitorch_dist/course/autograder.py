@@ -82,8 +82,12 @@ def collect_graded(root: str | os.PathLike, labs: list[str]) -> dict[str, dict]:
     env["PYTHONPATH"] = str(root)
     done = subprocess.run(
         [sys.executable, "-c", _COLLECT, " or ".join(labs)],
-        cwd=root, env=env, capture_output=True, text=True, timeout=600,
-    )  # fmt: skip
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     lines = [x for x in done.stdout.splitlines() if x.startswith("GRADED=")]
     if done.returncode != 0 or not lines:
         raise ValueError(f"collecting the graded tests of {labs} failed:\n{done.stdout[-3000:]}")
@@ -136,8 +140,17 @@ def _grade(course: Path, labs: list[str], test_timeout: float, total: float) -> 
     out = Path(tempfile.mkdtemp(prefix="grade-")) / "results.json"
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     env["PYTHONPATH"] = str(course)
-    cmd = [sys.executable, "-m", "minitorch_dist.grade", "--labs", *labs, "--results", str(out),
-           "--timeout", f"{test_timeout:g}"]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "minitorch_dist.grade",
+        "--labs",
+        *labs,
+        "--results",
+        str(out),
+        "--timeout",
+        f"{test_timeout:g}",
+    ]
     try:
         done = subprocess.run(
             cmd, cwd=course, env=env, capture_output=True, text=True, timeout=total
@@ -194,10 +207,16 @@ def run(
         top = 0 if entry.get("max_score") == 0 else 1  # a GPU test skipped: 0 of 0
         passed = entry.get("status") == "passed"
         tests.append(
-            {"name": name, "number": task, "visibility": "visible", "score": top * passed,
-             "max_score": top, "status": "passed" if passed else "failed",
-             "output": str(entry.get("output", ""))}
-        )  # fmt: skip
+            {
+                "name": name,
+                "number": task,
+                "visibility": "visible",
+                "score": top * passed,
+                "max_score": top,
+                "status": "passed" if passed else "failed",
+                "output": str(entry.get("output", "")),
+            }
+        )
     results = {
         "score": sum(t["score"] for t in tests),
         "execution_time": round(time.monotonic() - start),

@@ -98,8 +98,11 @@ def solution_lines(root: str | os.PathLike) -> set[str]:
     ``root``: stripped, at least ``MIN_LINE`` characters, not comments, and found nowhere outside
     a solution block (a chapter or a check cell may well call what a solution calls)."""
     root = Path(root)
-    texts = [p.read_text() for p in (root / "minitorch_dist").rglob("*.py")
-             if p.name not in ("release.py", "course_book.py")]  # fmt: skip
+    texts = [
+        p.read_text()
+        for p in (root / "minitorch_dist").rglob("*.py")
+        if p.name not in ("release.py", "course_book.py")
+    ]
     texts += [p.read_text() for p in (root / "chapters").glob("*.md")]
     for nb in (root / "labs").glob("*.ipynb"):
         cells = json.loads(nb.read_text())["cells"]

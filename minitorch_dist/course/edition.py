@@ -30,8 +30,14 @@ MANIFEST_FILE = "submission.json"
 # https://host/path, ssh://[user@]host/path, file:///path, or scp-like git@host:org/repo.git
 _URL = re.compile(r"^(?:(?:https|ssh|file)://[^\s\"'{}]+|[\w.-]+@[\w.-]+:[^\s\"'{}]+)$")
 _SKIP_DIRS = {".git", ".venv", "_build", "__pycache__", ".pytest_cache", ".ruff_cache", "release"}
-_AUTHOR = ["-c", "user.name=minitorch_dist release", "-c", "user.email=release@minitorch-dist",
-           "-c", "commit.gpgsign=false"]  # fmt: skip
+_AUTHOR = [
+    "-c",
+    "user.name=minitorch_dist release",
+    "-c",
+    "user.email=release@minitorch-dist",
+    "-c",
+    "commit.gpgsign=false",
+]
 
 
 def _source_files(root: Path) -> list[Path]:

@@ -144,9 +144,13 @@ class _Collector:
             text = _cap(report.longreprtext)
             output = f"{reason}\n\n{text}"
             self.results[report.nodeid] = TestResult(
-                lab, report.nodeid, "failed", output, task,
+                lab,
+                report.nodeid,
+                "failed",
+                output,
+                task,
                 reason if report.when == "call" else f"(in {report.when}) {reason}",
-            )  # fmt: skip
+            )
         elif report.skipped and previous is None:
             reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else "skipped"
             reason = reason.removeprefix("Skipped: ")
@@ -189,9 +193,21 @@ def grade(
     chosen = sorted(set(labs or []) | {t.split(".")[0] for t in tasks or []})
     expression = " or ".join(chosen or [f"lab{i:02d}" for i in range(100)])
     collector = _Collector(tasks=list(tasks) if tasks else None)
-    args = [str(root / "tests"), "-m", expression, "-q", "-rN", "--continue-on-collection-errors",
-            "-p", "no:cacheprovider", "--rootdir", str(root), "-o", "addopts=",
-            *(extra_args or [])]  # fmt: skip
+    args = [
+        str(root / "tests"),
+        "-m",
+        expression,
+        "-q",
+        "-rN",
+        "--continue-on-collection-errors",
+        "-p",
+        "no:cacheprovider",
+        "--rootdir",
+        str(root),
+        "-o",
+        "addopts=",
+        *(extra_args or []),
+    ]
     cwd = os.getcwd()
     os.chdir(root)
     sys.path.insert(0, str(root))  # grade the package in root, not an installed copy
@@ -231,9 +247,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--labs", nargs="*", help="labs to grade, e.g. lab01 lab02 (default: all)")
     parser.add_argument(
-        "--task", action="append", nargs="+", default=[],
+        "--task",
+        action="append",
+        nargs="+",
+        default=[],
         help="tasks to grade, e.g. --task lab05.1 (repeatable; several after one --task too)",
-    )  # fmt: skip
+    )
     parser.add_argument("--root", default=".", help="repository to grade (default: here)")
     parser.add_argument("--results", default="results.json", help="where to write the JSON")
     parser.add_argument(
@@ -247,8 +266,10 @@ def main(argv: list[str] | None = None) -> int:
     results = grade(args.root, args.labs, extra_args=extra, tasks=tasks or None, errors=errors)
     if not results:
         if errors:
-            print(f"no graded test ran: {len(errors)} test file(s) failed to import (above)",
-                  file=sys.stderr)  # fmt: skip
+            print(
+                f"no graded test ran: {len(errors)} test file(s) failed to import (above)",
+                file=sys.stderr,
+            )
         else:
             print("no graded tests found", file=sys.stderr)
         return 1

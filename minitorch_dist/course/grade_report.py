@@ -117,8 +117,12 @@ def gradescope_json(results: list[TestResult], seconds: float) -> dict:
     """Gradescope's results.json: one entry per graded test, one point each, named by task."""
     tests = []
     for r in results:
-        entry = {"name": r.name, "number": r.task or r.lab, "output": r.output,
-                 "visibility": "visible"}  # fmt: skip
+        entry = {
+            "name": r.name,
+            "number": r.task or r.lab,
+            "output": r.output,
+            "visibility": "visible",
+        }
         if r.status == "skipped":
             entry.update(score=0, max_score=0, status="passed", output=f"skipped: {r.output}")
         else:

@@ -232,9 +232,13 @@ def main(argv: list[str] | None = None) -> int:
     labs = [lab.strip() for lab in args.labs.split(",")] if args.labs else None
     try:
         counts = make_release(
-            args.source, args.dest, force=args.force, labs=labs, repo=args.repo,
+            args.source,
+            args.dest,
+            force=args.force,
+            labs=labs,
+            repo=args.repo,
             autograder=args.autograder,
-        )  # fmt: skip
+        )
     except (ValueError, SolutionBlockError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

@@ -62,8 +62,14 @@ def balance_run(
     ``imbalance``, ``dropped`` (at ``capacity_factor``) and ``loss``, and the final ``bias``
     (zeros unless the method moves it)."""
     check_choice("method", method, BALANCE_METHODS)
-    for name, value in (("steps", steps), ("experts", experts), ("hidden", hidden),
-                        ("sequences", sequences), ("seq_len", seq_len), ("hot", hot)):  # fmt: skip
+    for name, value in (
+        ("steps", steps),
+        ("experts", experts),
+        ("hidden", hidden),
+        ("sequences", sequences),
+        ("seq_len", seq_len),
+        ("hot", hot),
+    ):
         check_int(name, value)
     check_positive("speed", speed)
     gen = torch.Generator().manual_seed(seed)

@@ -12,8 +12,16 @@ from minitorch_dist.figures import BookFigure
 
 __all__ = ["plot_dispatch_bytes", "plot_imbalance", "plot_routing"]
 
-RANK_COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
-                "#7f7f7f")  # fmt: skip
+RANK_COLOURS = (
+    "#1f77b4",
+    "#ff7f0e",
+    "#2ca02c",
+    "#d62728",
+    "#9467bd",
+    "#8c564b",
+    "#e377c2",
+    "#7f7f7f",
+)
 
 
 def plot_routing(
@@ -39,12 +47,19 @@ def plot_routing(
                 counts[e] += 1
                 if t < tokens:
                     colour = RANK_COLOURS[(e // per) % len(RANK_COLOURS)]
-                    left.scatter(r * tokens + t, e, s=22, marker="o", edgecolors=colour,
-                                 facecolors=colour if slot == 0 else "none")  # fmt: skip
+                    left.scatter(
+                        r * tokens + t,
+                        e,
+                        s=22,
+                        marker="o",
+                        edgecolors=colour,
+                        facecolors=colour if slot == 0 else "none",
+                    )
         if r:
             left.axvline(r * tokens - 0.5, color="black", lw=0.8)
-    left.set_xticks([r * tokens + tokens / 2 for r in range(ep)],
-                    [f"rank {r}'s tokens" for r in range(ep)])  # fmt: skip
+    left.set_xticks(
+        [r * tokens + tokens / 2 for r in range(ep)], [f"rank {r}'s tokens" for r in range(ep)]
+    )
     left.set_yticks(range(experts), [f"e{e} (rank {e // per})" for e in range(experts)])
     left.set_title("which expert each token chose (filled: first choice)", fontsize=9)
     colours = [RANK_COLOURS[(e // per) % len(RANK_COLOURS)] for e in range(experts)]

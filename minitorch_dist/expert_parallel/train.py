@@ -39,9 +39,16 @@ def imbalance(tokens_per_expert: torch.Tensor) -> float:
 
 
 def _train_rank(
-    rank: int, ep: int, config: LlamaConfig, moe: MoEConfig, batches: list, aux_alpha: float,
-    style: str, lr: float, seed: int,
-) -> dict[str, Any]:  # fmt: skip
+    rank: int,
+    ep: int,
+    config: LlamaConfig,
+    moe: MoEConfig,
+    batches: list,
+    aux_alpha: float,
+    style: str,
+    lr: float,
+    seed: int,
+) -> dict[str, Any]:
     torch.set_num_threads(1)
     torch.manual_seed(seed)
     model = apply_expert_parallel(moe_llama(config, moe, seed), dist.group.WORLD)
@@ -50,8 +57,10 @@ def _train_rank(
     def loss_fn(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
         loss = full_cross_entropy(logits, targets)
         if aux_alpha:
-            aux = sum(load_balancing_loss(m.last_router_probs, top_k=moe.top_k, style=style)
-                      for m in layers)  # fmt: skip
+            aux = sum(
+                load_balancing_loss(m.last_router_probs, top_k=moe.top_k, style=style)
+                for m in layers
+            )
             loss = loss + aux_alpha * aux
         return loss
 
@@ -66,8 +75,16 @@ def _train_rank(
         record["imbalance"].append(sum(imbalance(c) for c in counts) / len(layers))
 
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.1)
-    run = run_training(model, opt, batches, loss_fn=loss_fn, rank=rank, world_size=ep,
-                       around_step=count, weights=None)  # fmt: skip
+    run = run_training(
+        model,
+        opt,
+        batches,
+        loss_fn=loss_fn,
+        rank=rank,
+        world_size=ep,
+        around_step=count,
+        weights=None,
+    )
     record["losses"] = run.losses
     record["last_experts"] = layers[0].last_expert_indices.tolist()  # this rank's tokens
     return record
@@ -97,8 +114,9 @@ def train_with_aux_loss(
     if style not in LOSS_STYLES:
         raise ValueError(f"style must be one of {', '.join(LOSS_STYLES)}, got {style!r}")
     batches = make_batches(config.vocab_size, global_batch, seq_len, steps, seed)
-    runs = launch(_train_rank, ep, config, moe, batches, aux_alpha, style, lr, seed,
-                  timeout=timeout)  # fmt: skip
+    runs = launch(
+        _train_rank, ep, config, moe, batches, aux_alpha, style, lr, seed, timeout=timeout
+    )
     losses = torch.tensor([r["losses"] for r in runs], dtype=torch.float64).mean(0).tolist()
     return {
         "losses": losses,

@@ -27,9 +27,18 @@ _TIMEOUT = re.compile(r"timed out|timeout", re.IGNORECASE)
 # NotImplementedError whose task mentions a timeout, a ValueError, an AssertionError) is the
 # rank's own failure, whatever its message says.
 _BACKEND_ERRORS = frozenset(
-    {"RuntimeError", "DistError", "DistBackendError", "DistNetworkError", "DistStoreError",
-     "ConnectionError", "ConnectionResetError", "BrokenPipeError", "EOFError"}
-)  # fmt: skip
+    {
+        "RuntimeError",
+        "DistError",
+        "DistBackendError",
+        "DistNetworkError",
+        "DistStoreError",
+        "ConnectionError",
+        "ConnectionResetError",
+        "BrokenPipeError",
+        "EOFError",
+    }
+)
 
 # Caps every collective's (process group's) timeout, in seconds, when set: the graded tests set
 # it (tests/conftest.py) so that a collective that cannot complete fails in seconds, not minutes.
@@ -194,6 +203,15 @@ def _death(p: Any) -> str:
     )
 
 
+# Newer torch (2.15) refuses autograd in a forked child once the parent process ran a backward.
+_FORKED_AUTOGRAD = "autograd's threading in combination with fork-based multiprocessing"
+_FORKED_AUTOGRAD_HINT = (
+    ". This process ran a backward before launch forked the ranks, and torch lets no forked "
+    "rank use autograd after that: run the single-process work in a rank of its own "
+    "(launch(fn, 1)), or launch before any backward in this process"
+)
+
+
 def _is_victim_or_timeout(rep: _Report) -> bool:
     """Whether a rank failed only because another rank went away or a backend wait expired."""
     if rep.exc_type not in _BACKEND_ERRORS:
@@ -226,6 +244,8 @@ def _raise_if_failed(
         root = min(crashes, key=lambda rep: (rep.at, rep.rank))
         others = sorted(rep.rank for rep in failed if rep is not root)
         also = f" (then ranks {others} failed too)" if others else ""
+        if _FORKED_AUTOGRAD in root.message:
+            also += _FORKED_AUTOGRAD_HINT
         raise RankError(
             _short_paths(
                 f"rank {root.rank} of {world_size} failed with {root.exc_type}: "
@@ -275,8 +295,9 @@ def _never_sent(failed: list[_Report], stuck: list[int], done: list[int]) -> str
         said = []
         for peer, ranks in sorted(waiting.items()):
             state = "it had finished" if peer in done else "it was stuck itself"
-            said.append(f"Rank {peer} never sent what rank(s) {sorted(ranks)} waited to receive "
-                        f"({state})")  # fmt: skip
+            said.append(
+                f"Rank {peer} never sent what rank(s) {sorted(ranks)} waited to receive ({state})"
+            )
         return "; ".join(said) + ". "
     if done:
         return f"Rank(s) {done} finished without sending or calling what rank(s) {stuck} wait on. "

@@ -94,8 +94,14 @@ def model_state_bytes(
 def _check_activation_args(
     seq_len: int, micro_batch: int, hidden: int, heads: int, layers: int, tp: int, recompute: str
 ) -> None:
-    for name, value in (("seq_len", seq_len), ("micro_batch", micro_batch), ("hidden", hidden),
-                        ("heads", heads), ("layers", layers), ("tp", tp)):  # fmt: skip
+    for name, value in (
+        ("seq_len", seq_len),
+        ("micro_batch", micro_batch),
+        ("hidden", hidden),
+        ("heads", heads),
+        ("layers", layers),
+        ("tp", tp),
+    ):
         check_int(name, value)
     check_divisible("heads", heads, "tp", tp)
     check_divisible("hidden", hidden, "tp", tp)
@@ -138,8 +144,16 @@ def activation_bytes(
     check_int("cp", cp)
     check_divisible("seq_len", seq_len, "cp", cp)
     if cp > 1:  # every term is (s/cp) x (a count per token): the whole divides by cp
-        whole = activation_bytes(seq_len=seq_len, micro_batch=micro_batch, hidden=hidden,
-                                 heads=heads, layers=layers, tp=tp, sp=sp, recompute=recompute)  # fmt: skip
+        whole = activation_bytes(
+            seq_len=seq_len,
+            micro_batch=micro_batch,
+            hidden=hidden,
+            heads=heads,
+            layers=layers,
+            tp=tp,
+            sp=sp,
+            recompute=recompute,
+        )
         return whole // cp
     # BEGIN SOLUTION lab01.2: stored activation bytes per Korthikanti et al. 2022 Table 2
     s, b, h, a, t = seq_len, micro_batch, hidden, heads, tp
@@ -236,9 +250,13 @@ def llama_activation_bytes(
     """Total of :func:`llama_activation_breakdown`: the Llama's stored activations in bytes
     (per rank of a context-parallel group of ``cp``)."""
     parts = llama_activation_breakdown(
-        config, seq_len=seq_len, micro_batch=micro_batch, dtype_bytes=dtype_bytes,
-        recompute=recompute, cp=cp,
-    )  # fmt: skip
+        config,
+        seq_len=seq_len,
+        micro_batch=micro_batch,
+        dtype_bytes=dtype_bytes,
+        recompute=recompute,
+        cp=cp,
+    )
     return sum(parts.values())
 
 

@@ -96,9 +96,12 @@ def predict_peak(
     # the gradient arriving at the block's output and SwiGLU's intermediates' gradients
     mlp_backward = p * bs * (2 * f + h)
     if recompute == "full":
-        block_none = llama_activation_breakdown(
-            config, seq_len=seq_len, micro_batch=micro_batch, dtype_bytes=p, recompute="none"
-        )["blocks"] // config.layers  # fmt: skip
+        block_none = (
+            llama_activation_breakdown(
+                config, seq_len=seq_len, micro_batch=micro_batch, dtype_bytes=p, recompute="none"
+            )["blocks"]
+            // config.layers
+        )
         grads_done = psi - counts["embedding"] - per_block + down
         # the other blocks' checkpoints were freed when their backward finished
         block = parts["rope"] + block_none + mlp_backward

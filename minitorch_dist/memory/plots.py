@@ -7,7 +7,8 @@ come from ``minitorch_dist.memory`` (closed forms, :func:`~minitorch_dist.memory
 fixed per category (:data:`~minitorch_dist.figures.COLORS`), the same in every figure.
 
 Kept apart from the numbers: ``import minitorch_dist.memory`` does not import matplotlib; import
-this module for the figures.
+this module for the figures. The log-scale figures (the budget, the activations' growth) live in
+:mod:`minitorch_dist.memory.plots_budget`; this module re-exports them.
 """
 
 from __future__ import annotations
@@ -16,10 +17,15 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from matplotlib.figure import Figure
-from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
 from minitorch_dist.figures import COLORS, BookFigure
-from minitorch_dist.memory.estimate import bytes_per_param, format_bytes, model_state_bytes
+from minitorch_dist.memory.estimate import format_bytes
+from minitorch_dist.memory.plots_budget import (
+    budget_table,
+    plot_activation_growth,
+    plot_budget,
+    recipe_label,
+)
 
 __all__ = [
     "COLORS",
@@ -86,20 +92,36 @@ def plot_timeline(
 
     fig = BookFigure(figsize=(8, 4.4), layout="constrained")
     ax = fig.add_subplot()
-    ax.stackplot(xs, ys, labels=shown, colors=[COLORS.get(c, "#bcbd22") for c in shown],
-                 alpha=0.85, linewidth=0)  # fmt: skip
+    ax.stackplot(
+        xs,
+        ys,
+        labels=shown,
+        colors=[COLORS.get(c, "#bcbd22") for c in shown],
+        alpha=0.85,
+        linewidth=0,
+    )
     top = max(totals) / factor
     changes = [i for i in range(len(samples)) if i == 0 or samples[i][1] != samples[i - 1][1]]
     for k, start in enumerate(changes):
         end = changes[k + 1] if k + 1 < len(changes) else len(samples) - 1
         ax.axvline(start, color="black", linestyle=":", linewidth=0.8)
         if end - start > len(samples) // 50:  # label the phases wide enough to hold a word
-            ax.text((start + end) / 2, top * 1.02, samples[start][1], ha="center", va="bottom",
-                    fontsize=9)  # fmt: skip
+            ax.text(
+                (start + end) / 2,
+                top * 1.02,
+                samples[start][1],
+                ha="center",
+                va="bottom",
+                fontsize=9,
+            )
     peak = max(range(len(totals)), key=totals.__getitem__)
-    ax.annotate(f"peak {format_bytes(totals[peak])}", xy=(peak, totals[peak] / factor),
-                xytext=(peak + len(samples) * 0.04, top * 0.8),
-                arrowprops={"arrowstyle": "->", "linewidth": 0.8}, fontsize=9)  # fmt: skip
+    ax.annotate(
+        f"peak {format_bytes(totals[peak])}",
+        xy=(peak, totals[peak] / factor),
+        xytext=(peak + len(samples) * 0.04, top * 0.8),
+        arrowprops={"arrowstyle": "->", "linewidth": 0.8},
+        fontsize=9,
+    )
     ax.set_xlim(0, len(samples) - 1)
     ax.set_ylim(0, top * 1.12)
     ax.set_xlabel("operator calls in the step (one sample each)")
@@ -124,10 +146,17 @@ def plot_breakdown(
     for i, category in enumerate(categories):
         p, m = predicted[category], measured[category]
         color = COLORS.get(category, "#bcbd22")
-        ax.bar(i - width / 2, p / factor, width, color=color, alpha=0.45, edgecolor=color,
-               hatch="//", label="predicted" if i == 0 else None)  # fmt: skip
-        ax.bar(i + width / 2, m / factor, width, color=color,
-               label="measured" if i == 0 else None)  # fmt: skip
+        ax.bar(
+            i - width / 2,
+            p / factor,
+            width,
+            color=color,
+            alpha=0.45,
+            edgecolor=color,
+            hatch="//",
+            label="predicted" if i == 0 else None,
+        )
+        ax.bar(i + width / 2, m / factor, width, color=color, label="measured" if i == 0 else None)
         ratio = f"{m / p:.4f}" if p else "n/a"
         ax.text(i, max(p, m) / factor * 1.02, ratio, ha="center", va="bottom", fontsize=9)
     ax.set_xticks(range(len(categories)), list(categories))
@@ -135,72 +164,6 @@ def plot_breakdown(
     ax.margins(y=0.15)
     ax.legend(fontsize=8)
     ax.set_title(title or "Predicted vs measured (number above: measured / predicted)")
-    return fig
-
-
-def _log_bytes_axis(ax: Any) -> None:
-    """A log y axis with ticks at powers of two, labelled in binary units (16.0 GiB, 1.0 TiB)."""
-    ax.set_yscale("log", base=2)
-    ax.yaxis.set_major_locator(LogLocator(base=2, numticks=8))
-    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _pos: format_bytes(v) if v > 0 else "0"))
-    ax.yaxis.set_minor_formatter(NullFormatter())
-
-
-def recipe_label(recipe: str, optimizer: str = "adam") -> str:
-    """``"16Ψ"`` for mixed precision + Adam: the bytes per parameter as the papers write them."""
-    return f"{bytes_per_param(recipe, optimizer)['total']}Ψ"
-
-
-def budget_table(
-    models: Mapping[str, int],
-    *,
-    recipes: Sequence[str] = ("mixed", "mixed_fp32_grads"),
-    device_bytes: int | None = None,
-) -> str:
-    """A markdown table of model-state bytes (one device, no sharding) per model and recipe.
-
-    ``models`` maps a label to a parameter count. With ``device_bytes``, a last column gives how
-    many such devices the first recipe's model states fill (rounded up) before any activation.
-    """
-    header = ["model", "parameters Ψ"] + [f"{recipe_label(r)} (`{r}`)" for r in recipes]
-    if device_bytes:
-        header.append(f"devices of {format_bytes(device_bytes)} for {recipe_label(recipes[0])}")
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" + "---:|" * (len(header) - 1)]
-    for label, n in models.items():
-        row = [label, f"{n:,}"]
-        row += [format_bytes(model_state_bytes(n, recipe=r)["total"]) for r in recipes]
-        if device_bytes:
-            row.append(str(-(-model_state_bytes(n, recipe=recipes[0])["total"] // device_bytes)))
-        lines.append("| " + " | ".join(row) + " |")
-    return "\n".join(lines)
-
-
-def plot_budget(
-    models: Mapping[str, int],
-    *,
-    recipes: Sequence[str] = ("mixed", "mixed_fp32_grads"),
-    device_bytes: int | None = None,
-    title: str | None = None,
-) -> Figure:
-    """Model-state bytes per model (log scale), one bar per recipe, and the device's capacity."""
-    fig = BookFigure(figsize=(8, 3.8), layout="constrained")
-    ax = fig.add_subplot()
-    width = 0.8 / len(recipes)
-    shades = ("#2ca02c", "#98df8a", "#17becf", "#9edae5")
-    for j, recipe in enumerate(recipes):
-        values = [model_state_bytes(n, recipe=recipe)["total"] for n in models.values()]
-        offsets = [i + (j - (len(recipes) - 1) / 2) * width for i in range(len(models))]
-        ax.bar(offsets, values, width, color=shades[j % len(shades)],
-               label=f"{recipe_label(recipe)} ({recipe})")  # fmt: skip
-    if device_bytes:
-        ax.axhline(device_bytes, color="black", linestyle="--", linewidth=1)
-        ax.text(len(models) - 0.5, device_bytes * 1.15, f"one device: {format_bytes(device_bytes)}",
-                ha="right", va="bottom", fontsize=8)  # fmt: skip
-    _log_bytes_axis(ax)
-    ax.set_xticks(range(len(models)), list(models), rotation=20, ha="right")
-    ax.set_ylabel("model states (bytes)")
-    ax.legend(fontsize=8, loc="upper left")
-    ax.set_title(title or "Parameters + gradients + Adam states, on one device")
     return fig
 
 
@@ -225,9 +188,13 @@ def plot_predictions(
         left = [
             sum(results[k][c] for c in categories[: categories.index(category)]) for k in labels
         ]
-        ax.barh(range(len(labels)), [results[k][category] / factor for k in labels],
-                left=[x / factor for x in left], color=COLORS.get(category, "#bcbd22"),
-                label=category)  # fmt: skip
+        ax.barh(
+            range(len(labels)),
+            [results[k][category] / factor for k in labels],
+            left=[x / factor for x in left],
+            color=COLORS.get(category, "#bcbd22"),
+            label=category,
+        )
     for i, k in enumerate(labels):
         total = sum(results[k][c] for c in categories)
         ax.text(total / factor, i, f" {format_bytes(total)}", va="center", fontsize=8)
@@ -239,30 +206,4 @@ def plot_predictions(
     ax.set_xlabel(f"bytes per rank ({name})" + ("; dashed: one device" if device_bytes else ""))
     ax.legend(fontsize=8, ncols=len(categories), loc="lower right")
     ax.set_title(title or "Predicted memory per rank")
-    return fig
-
-
-def plot_activation_growth(
-    xs: Sequence[int],
-    series: Mapping[str, Sequence[int]],
-    *,
-    references: Mapping[str, int] | None = None,
-    xlabel: str = "sequence length s",
-    title: str | None = None,
-) -> Figure:
-    """Log-log lines of activation bytes against ``xs``, with horizontal reference levels (for
-    example the model states, 16Ψ) to see where activations overtake them."""
-    fig = BookFigure(figsize=(7, 3.8), layout="constrained")
-    ax = fig.add_subplot()
-    for label, ys in series.items():
-        ax.plot(xs, ys, marker="o", markersize=3, label=label)
-    for k, (label, level) in enumerate((references or {}).items()):
-        ax.axhline(level, color="black", linestyle=("--", ":", "-.")[k % 3], linewidth=1)
-        ax.text(xs[0], level * 1.12, label, fontsize=8, va="bottom")
-    ax.set_xscale("log", base=2)
-    _log_bytes_axis(ax)
-    ax.set_xlabel(xlabel)
-    ax.set_ylabel("bytes")
-    ax.legend(fontsize=8, loc="lower right")
-    ax.set_title(title or "Stored activations grow with batch and sequence")
     return fig

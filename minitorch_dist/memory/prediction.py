@@ -72,9 +72,12 @@ def predict(
         psi, zero_stage=zero_stage, dp=dp, recipe=recipe, optimizer=optimizer, offload=offload
     )
     activations = llama_activation_bytes(
-        config, seq_len=seq_len, micro_batch=micro_batch,
-        dtype_bytes=ACTIVATION_DTYPE_BYTES[recipe], recompute=recompute,
-    )  # fmt: skip
+        config,
+        seq_len=seq_len,
+        micro_batch=micro_batch,
+        dtype_bytes=ACTIVATION_DTYPE_BYTES[recipe],
+        recompute=recompute,
+    )
     result = {c: states[c] for c in ("params", "grads", "optimizer")}
     result["activations"] = activations
     result["total"] = states["total"] + activations

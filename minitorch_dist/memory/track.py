@@ -275,7 +275,9 @@ def measure_step(
         result["optimizer"] = tracker.current()
         tracker.mark("idle")
     result.update(
-        peak=tracker.peak(), peak_total=tracker.peak_total, timeline=tracker.timeline,
+        peak=tracker.peak(),
+        peak_total=tracker.peak_total,
+        timeline=tracker.timeline,
         cuda=dict(tracker.cuda),
-    )  # fmt: skip
+    )
     return result

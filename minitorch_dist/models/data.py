@@ -134,9 +134,13 @@ class SyntheticTokens:
         i = 0
         while self.num_batches is None or i < self.num_batches:
             yield synthetic_batch(
-                self.vocab_size, self.batch, self.seq_len,
-                seed=self.seed, generator=g, branching=self.branching,
-            )  # fmt: skip
+                self.vocab_size,
+                self.batch,
+                self.seq_len,
+                seed=self.seed,
+                generator=g,
+                branching=self.branching,
+            )
             i += 1
 
     def __len__(self) -> int:

@@ -80,8 +80,11 @@ def route(
     """Deprecated: the k largest of ``probs`` (T, E) per row as (weights, experts), each (T, k),
     from :func:`~minitorch_dist.models.routing.top_k_route` of the log-probabilities (equal up
     to the last bits of the weights). Route from logits with ``top_k_route`` instead."""
-    warnings.warn("route(probs, k) is deprecated: use top_k_route(logits, k) "
-                  "(minitorch_dist.models.routing)", DeprecationWarning, stacklevel=2)  # fmt: skip
+    warnings.warn(
+        "route(probs, k) is deprecated: use top_k_route(logits, k) (minitorch_dist.models.routing)",
+        DeprecationWarning,
+        stacklevel=2,
+    )
     weights, experts, _ = top_k_route(probs.log(), top_k, normalize=normalize)
     return weights, experts
 
@@ -148,8 +151,9 @@ class MoEBlock(nn.Module):
             from minitorch_dist.models.moe_bias import BiasedRouter as router
         dtype = cfg.router_dtype  # a torch.dtype or its name ("float32", the default)
         dtype = getattr(torch, dtype) if isinstance(dtype, str) else dtype
-        self.router = router(hidden, cfg.experts, cfg.top_k, normalize=cfg.normalize_weights,
-                             router_dtype=dtype)  # fmt: skip
+        self.router = router(
+            hidden, cfg.experts, cfg.top_k, normalize=cfg.normalize_weights, router_dtype=dtype
+        )
         self.experts = nn.ModuleList(Expert(hidden, cfg.expert_ffn) for _ in range(cfg.experts))
         shared = cfg.shared_experts * cfg.expert_ffn
         self.shared = Expert(hidden, shared) if shared else None
@@ -162,8 +166,9 @@ class MoEBlock(nn.Module):
         weights, indices, probs = self.router(flat)  # (T, k), (T, k), (T, E)
         keep = torch.ones_like(indices, dtype=torch.bool)
         if self.cfg.capacity_factor is not None:
-            capacity = expert_capacity(flat.shape[0], self.cfg.experts, self.cfg.capacity_factor,
-                                       top_k=self.cfg.top_k)  # lab10.2  # fmt: skip
+            capacity = expert_capacity(
+                flat.shape[0], self.cfg.experts, self.cfg.capacity_factor, top_k=self.cfg.top_k
+            )  # lab10.2
             keep = apply_capacity(indices, self.cfg.experts, capacity)
         self.last_router_probs, self.last_expert_indices, self.last_keep = probs, indices, keep
         weights = (weights * keep).to(x.dtype)  # a dropped choice weighs nothing

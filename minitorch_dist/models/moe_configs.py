@@ -181,10 +181,22 @@ def _mixtral() -> tuple[LlamaConfig, MoEConfig]:
 
 def _deepseek_v3() -> tuple[LlamaConfig, MoEConfig]:
     llama = LlamaConfig("deepseek-v3", 129280, 7168, 61, 128, 128, 18432, 163840, 1e-6, 10000.0)
-    mla = MLAConfig(q_lora_rank=1536, kv_lora_rank=512, qk_nope_head_dim=128,
-                    qk_rope_head_dim=64, v_head_dim=128)  # fmt: skip
-    moe = MoEConfig(experts=256, top_k=8, expert_ffn=2048, shared_experts=1, dense_layers=3,
-                    router_bias=True, attention=mla)  # fmt: skip
+    mla = MLAConfig(
+        q_lora_rank=1536,
+        kv_lora_rank=512,
+        qk_nope_head_dim=128,
+        qk_rope_head_dim=64,
+        v_head_dim=128,
+    )
+    moe = MoEConfig(
+        experts=256,
+        top_k=8,
+        expert_ffn=2048,
+        shared_experts=1,
+        dense_layers=3,
+        router_bias=True,
+        attention=mla,
+    )
     return llama, moe
 
 

@@ -71,9 +71,17 @@ class ClippedZeroStage1(ZeroStage1):
     (from :func:`tp_replicated`) names the tp-replicated parameters and where each is counted.
     ``last_norm`` is the norm of the last step, before clipping."""
 
-    def __init__(self, params: Any, optimizer_class: type[torch.optim.Optimizer], *, grid: Any,
-                 max_norm: float | None = None, replicated: dict[int, bool] | None = None,
-                 norm_fn: Any = None, **kwargs: Any) -> None:  # fmt: skip
+    def __init__(
+        self,
+        params: Any,
+        optimizer_class: type[torch.optim.Optimizer],
+        *,
+        grid: Any,
+        max_norm: float | None = None,
+        replicated: dict[int, bool] | None = None,
+        norm_fn: Any = None,
+        **kwargs: Any,
+    ) -> None:
         if max_norm is not None and not max_norm > 0:
             raise ValueError(f"max_norm must be a number > 0 (or None), got {max_norm!r}")
         self.grid, self.max_norm = grid, max_norm
@@ -88,8 +96,9 @@ class ClippedZeroStage1(ZeroStage1):
         if self._counted is None:
             self._counted = []
             for u in self.units:
-                ones = [torch.full_like(p, float(self.replicated.get(id(p), True)))
-                        for p in u.params]  # fmt: skip
+                ones = [
+                    torch.full_like(p, float(self.replicated.get(id(p), True))) for p in u.params
+                ]
                 lo, hi = u.shard_range(self.rank)
                 # clone: a slice would keep the whole (N*S,) flat mask alive, 2 bytes a parameter
                 self._counted.append(u.flatten(ones)[lo:hi].clone())

@@ -100,10 +100,16 @@ def _apply_bug(model3d: Any, bug: str, opt_kwargs: dict[str, Any]) -> None:
     grid, opt = model3d.grid, model3d.optimizer
     if bug in ("world", "dp_only"):
         group = None if bug == "world" else grid.group("dp")
-        model3d.optimizer = ClippedZeroStage1(list(model3d.named.values()), torch.optim.Adam,
-                                              grid=grid, group=group, replicated=opt.replicated,
-                                              max_norm=opt.max_norm, sync_params=None,
-                                              **opt_kwargs)  # fmt: skip
+        model3d.optimizer = ClippedZeroStage1(
+            list(model3d.named.values()),
+            torch.optim.Adam,
+            grid=grid,
+            group=group,
+            replicated=opt.replicated,
+            max_norm=opt.max_norm,
+            sync_params=None,
+            **opt_kwargs,
+        )
     elif bug == "local_norm":
         opt.norm_fn = _local_norm
     elif bug == "double_count":
@@ -113,9 +119,20 @@ def _apply_bug(model3d: Any, bug: str, opt_kwargs: dict[str, Any]) -> None:
         model3d.loss_fn = lambda logits, target: loss_fn(logits, target) * m  # undoes the 1/m
 
 
-def grid_rank(rank: int, world_size: int, layout: GridLayout, config: LlamaConfig,
-              batches: list, dtype: torch.dtype, micro_batches: int, seq_len: int, lr: float,
-              max_norm: float | None, bug: str | None, sp: bool = True) -> dict[str, Any]:  # fmt: skip
+def grid_rank(
+    rank: int,
+    world_size: int,
+    layout: GridLayout,
+    config: LlamaConfig,
+    batches: list,
+    dtype: torch.dtype,
+    micro_batches: int,
+    seq_len: int,
+    lr: float,
+    max_norm: float | None,
+    bug: str | None,
+    sp: bool = True,
+) -> dict[str, Any]:
     """One rank (``launch``'s function): build, train, return losses, norms, weights, shards."""
     torch.manual_seed(rank if bug == "rank_seed" else 0)  # the same model on every rank
     grid = ProcessGrid(dp=layout.dp, pp=layout.pp, cp=layout.cp, tp=layout.tp)
@@ -123,8 +140,16 @@ def grid_rank(rank: int, world_size: int, layout: GridLayout, config: LlamaConfi
     # ZeRO would refuse the pitfalls' different weights (zero.sync): sync_params=None lets them
     # train, to show what the mistake does
     unchecked = {"sync_params": None} if bug in ("rank_seed", "world") else {}
-    model3d = build_3d(model, grid, micro_batches=micro_batches, seq_len=seq_len, lr=lr,
-                       max_norm=max_norm, sp=sp, **unchecked)  # fmt: skip
+    model3d = build_3d(
+        model,
+        grid,
+        micro_batches=micro_batches,
+        seq_len=seq_len,
+        lr=lr,
+        max_norm=max_norm,
+        sp=sp,
+        **unchecked,
+    )
     if bug is not None:
         _apply_bug(model3d, bug, {"lr": lr})
     losses, norms = [], []
@@ -134,14 +159,19 @@ def grid_rank(rank: int, world_size: int, layout: GridLayout, config: LlamaConfi
     tp, t = grid.size("tp"), grid.index("tp")
     shards = {n: s for n, s in tp_shards(config, t, tp).items() if n in model3d.named}
     weights = {n: p.detach().clone() for n, p in model3d.named.items()}
-    held = {"coords": grid.coords, "groups": {g: grid.ranks(g) for g in ("dp", "pp", "cp", "tp",
-            "dp_cp")}, "names": list(weights), "numel": sum(w.numel() for w in weights.values()),
-            "zero_shard": sum(u.shard_numel for u in model3d.optimizer.units)}  # fmt: skip
+    held = {
+        "coords": grid.coords,
+        "groups": {g: grid.ranks(g) for g in ("dp", "pp", "cp", "tp", "dp_cp")},
+        "names": list(weights),
+        "numel": sum(w.numel() for w in weights.values()),
+        "zero_shard": sum(u.shard_numel for u in model3d.optimizer.units),
+    }
     return {"losses": losses, "norms": norms, "weights": weights, "shards": shards, "held": held}
 
 
-def reference_with_clip(config: LlamaConfig, batches: list, dtype: torch.dtype, lr: float,
-                        max_norm: float | None) -> tuple[Any, list[float]]:  # fmt: skip
+def reference_with_clip(
+    config: LlamaConfig, batches: list, dtype: torch.dtype, lr: float, max_norm: float | None
+) -> tuple[Any, list[float]]:
     """The single-process run (Adam, ``clip_grad_norm_`` before each step): (Run, norms)."""
     norms: list[float] = []
 
@@ -154,18 +184,35 @@ def reference_with_clip(config: LlamaConfig, batches: list, dtype: torch.dtype, 
 
     # the loss in the model's dtype, as the vocab-parallel one computes it (the Llama's own
     # cross_entropy works in fp32 whatever the dtype: no fp64-exact comparison through it)
-    run = reference_run(lambda: Llama(config), lambda ps: ClipThenAdam(ps, lr=lr), batches,
-                        dtype=dtype, loss_fn=full_cross_entropy)  # fmt: skip
+    run = reference_run(
+        lambda: Llama(config),
+        lambda ps: ClipThenAdam(ps, lr=lr),
+        batches,
+        dtype=dtype,
+        loss_fn=full_cross_entropy,
+    )
     return run, norms
 
 
 def compare_grid_with_reference(
-    *, dp: int = 1, pp: int = 1, cp: int = 1, tp: int = 1, dtype: torch.dtype = torch.float64,
-    steps: int = 3, micro_batches: int = 2, seq_len: int = 16, lr: float = 1e-3,
-    max_norm: float | None = 0.5, config: LlamaConfig = TINY, bug: str | None = None,
-    tolerance: dict[str, float] | None = None, strict: bool = True, sp: bool = True,
+    *,
+    dp: int = 1,
+    pp: int = 1,
+    cp: int = 1,
+    tp: int = 1,
+    dtype: torch.dtype = torch.float64,
+    steps: int = 3,
+    micro_batches: int = 2,
+    seq_len: int = 16,
+    lr: float = 1e-3,
+    max_norm: float | None = 0.5,
+    config: LlamaConfig = TINY,
+    bug: str | None = None,
+    tolerance: dict[str, float] | None = None,
+    strict: bool = True,
+    sp: bool = True,
     timeout: float = 120.0,
-) -> GridCheck:  # fmt: skip
+) -> GridCheck:
     """Train on ``dp * pp * cp * tp`` emulated ranks and on one process; compare (see the module
     docstring). Raises an AssertionError naming the rank and tensor (or the loss, the norm)
     beyond ``tolerance`` (default EXACT in fp64, :data:`FP32_ADAM` for fp32 weights);
@@ -173,34 +220,70 @@ def compare_grid_with_reference(
     if bug is not None and bug not in BUGS:
         raise ValueError(f"bug must be one of {', '.join(BUGS)} or None, got {bug!r}")
     if bug == "world" and pp > 1:
-        raise ValueError("bug='world' needs pp = 1: stages of unequal size cannot share a "
-                         "reduce-scatter (it fails at once instead of training wrong)")  # fmt: skip
+        raise ValueError(
+            "bug='world' needs pp = 1: stages of unequal size cannot share a "
+            "reduce-scatter (it fails at once instead of training wrong)"
+        )
     layout = GridLayout(dp=dp, pp=pp, cp=cp, tp=tp)
     batches = make_batches(config.vocab_size, dp * micro_batches, seq_len, steps)
-    results = launch(grid_rank, layout.world_size, layout, config, batches, dtype, micro_batches,
-                     seq_len, lr, max_norm, bug, sp, timeout=timeout)  # fmt: skip
+    results = launch(
+        grid_rank,
+        layout.world_size,
+        layout,
+        config,
+        batches,
+        dtype,
+        micro_batches,
+        seq_len,
+        lr,
+        max_norm,
+        bug,
+        sp,
+        timeout=timeout,
+    )
     ref, ref_norms = reference_with_clip(config, batches, dtype, lr, max_norm)
     tol = tolerance if tolerance is not None else (EXACT if dtype == torch.float64 else FP32_ADAM)
     tol = tol if strict else None
     vp = padded_vocab_size(config.vocab_size, tp)
-    want = {n: torch.cat([w, w.new_zeros(vp - w.shape[0], *w.shape[1:])])
-            if n in ("embed.weight", "head.weight") else w for n, w in ref.weights.items()}  # fmt: skip
+    want = {
+        n: torch.cat([w, w.new_zeros(vp - w.shape[0], *w.shape[1:])])
+        if n in ("embed.weight", "head.weight")
+        else w
+        for n, w in ref.weights.items()
+    }
     held = {n for r in results for n in r["weights"]}
     if held != set(want):
         raise AssertionError(f"the ranks hold {sorted(held)}, the model has {sorted(want)}")
     scalar_tol = EXACT if dtype == torch.float64 else TIGHT
-    scalars = {"loss": (ref.losses, TIGHT if strict else None),
-               "gradient norm": (ref_norms, scalar_tol if strict else None)}  # fmt: skip
+    scalars = {
+        "loss": (ref.losses, TIGHT if strict else None),
+        "gradient norm": (ref_norms, scalar_tol if strict else None),
+    }
     comparisons = []
     for rank, r in enumerate(results):
         label = f"rank {rank}, "
         for name, got in (("loss", r["losses"]), ("gradient norm", r["norms"])):
             wanted, scalar_tol = scalars[name]
-            compare({name: torch.tensor(got, dtype=torch.float64)},
-                    {name: torch.tensor(wanted, dtype=torch.float64)}, tolerance=scalar_tol,
-                    label=label)  # fmt: skip
-        comparisons.append(compare(r["weights"], {n: want[n] for n in r["weights"]},
-                                   shards=r["shards"], tolerance=tol,
-                                   label=label + "weight "))  # fmt: skip
-    return GridCheck(comparisons, results[0]["losses"], results[0]["norms"], ref.losses,
-                     ref_norms, [r["held"] for r in results])  # fmt: skip
+            compare(
+                {name: torch.tensor(got, dtype=torch.float64)},
+                {name: torch.tensor(wanted, dtype=torch.float64)},
+                tolerance=scalar_tol,
+                label=label,
+            )
+        comparisons.append(
+            compare(
+                r["weights"],
+                {n: want[n] for n in r["weights"]},
+                shards=r["shards"],
+                tolerance=tol,
+                label=label + "weight ",
+            )
+        )
+    return GridCheck(
+        comparisons,
+        results[0]["losses"],
+        results[0]["norms"],
+        ref.losses,
+        ref_norms,
+        [r["held"] for r in results],
+    )

@@ -51,22 +51,43 @@ def plot_grid(held: Sequence[dict[str, Any]], ax: Axes | None = None, title: str
     for rank, h in enumerate(held):
         x, y = pos[rank]
         c = h["coords"]
-        ax.add_patch(Rectangle((x + 0.05, y - 0.5), 0.9, 1.0, alpha=0.25,
-                               color=STAGE_COLOURS[c["pp"] % len(STAGE_COLOURS)]))  # fmt: skip
+        ax.add_patch(
+            Rectangle(
+                (x + 0.05, y - 0.5),
+                0.9,
+                1.0,
+                alpha=0.25,
+                color=STAGE_COLOURS[c["pp"] % len(STAGE_COLOURS)],
+            )
+        )
         axes = " ".join(f"{a}{c[a]}" for a in ("dp", "pp", "cp", "tp") if len(h["groups"][a]) > 1)
         ax.text(x + 0.5, y + 0.3, f"rank {rank}  ({axes})", ha="center", fontsize=8, weight="bold")
         ax.text(x + 0.5, y + 0.02, held_summary(h["names"]), ha="center", fontsize=7)
-        ax.text(x + 0.5, y - 0.25, f"{h['numel']:,} params\nZeRO-1 shard {h['zero_shard']:,}",
-                ha="center", va="center", fontsize=7)  # fmt: skip
+        ax.text(
+            x + 0.5,
+            y - 0.25,
+            f"{h['numel']:,} params\nZeRO-1 shard {h['zero_shard']:,}",
+            ha="center",
+            va="center",
+            fontsize=7,
+        )
     seen = set()
     for h in held:
         group = tuple(h["groups"]["tp"])
         if len(group) > 1 and group not in seen:
             seen.add(group)
             xs, ys = zip(*(pos[r] for r in group))
-            ax.add_patch(FancyBboxPatch((min(xs) + 0.02, min(ys) - 0.53), 0.96 + max(xs) - min(xs),
-                                        1.06 + max(ys) - min(ys), boxstyle="round,pad=0.01",
-                                        fill=False, lw=1.5, ec="black"))  # fmt: skip
+            ax.add_patch(
+                FancyBboxPatch(
+                    (min(xs) + 0.02, min(ys) - 0.53),
+                    0.96 + max(xs) - min(xs),
+                    1.06 + max(ys) - min(ys),
+                    boxstyle="round,pad=0.01",
+                    fill=False,
+                    lw=1.5,
+                    ec="black",
+                )
+            )
         group = tuple(h["groups"]["dp_cp"])
         if len(group) > 1 and group not in seen:
             seen.add(group)
@@ -76,6 +97,10 @@ def plot_grid(held: Sequence[dict[str, Any]], ax: Axes | None = None, title: str
     ax.set_xlim(min(xs) - 0.1, max(xs) + 1.1)
     ax.set_ylim(min(ys) - 0.7, max(ys) + 0.7)
     ax.set_axis_off()
-    ax.set_title(title or "the grid as built: solid frames = tp groups, dashed = dp x cp groups "
-                 "(ZeRO-1), colour = pipeline stage", fontsize=9)  # fmt: skip
+    ax.set_title(
+        title
+        or "the grid as built: solid frames = tp groups, dashed = dp x cp groups "
+        "(ZeRO-1), colour = pipeline stage",
+        fontsize=9,
+    )
     return ax.figure

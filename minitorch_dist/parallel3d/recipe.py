@@ -49,8 +49,9 @@ class GridStage(LlamaStage):
     callers that cut by hand; :func:`build_3d` sets the same hook with ``apply_context_parallel``.
     """
 
-    def __init__(self, model: Llama, start: int, stop: int, *, seq_len: int, cp_group: Any,
-                 layout: str) -> None:  # fmt: skip
+    def __init__(
+        self, model: Llama, start: int, stop: int, *, seq_len: int, cp_group: Any, layout: str
+    ) -> None:
         super().__init__(model, start, stop)
         self.seq_len, self.cp_group, self.layout = seq_len, cp_group, layout
         self.positions = ShardPositions(cp_group, layout, seq_len)
@@ -99,8 +100,9 @@ def build_3d(
     # BEGIN SOLUTION lab11.1: cut into stages, tp inside each, cp's attention, ZeRO-1 over dp x cp
     # 1. Pipeline first: the cut is made on whole Blocks and under the model's own names, so
     #    this rank keeps only its stage's layers and every later transform touches only those.
-    pipeline = apply_pipeline_parallel(model, grid.group("pp"), schedule="1f1b",
-                                       micro_batches=micro_batches)  # fmt: skip
+    pipeline = apply_pipeline_parallel(
+        model, grid.group("pp"), schedule="1f1b", micro_batches=micro_batches
+    )
     (stage,) = pipeline.chunks
     # 2. Tensor (+ sequence) parallelism inside the stage, over the tp group (innermost, fast
     #    links): chapter 7's transform, on the stage as on a whole model.
@@ -113,10 +115,15 @@ def build_3d(
     named = stage.model_named_parameters()  # the new (sliced) parameters, model's names
     # 4. ZeRO-1 last, over dp x cp: those ranks hold the same (tp-sliced, stage-cut) weights and
     #    saw different tokens, so their gradients are averaged -- and only theirs (never WORLD).
-    optimizer = ClippedZeroStage1(list(named.values()), optimizer_class, grid=grid,
-                                  group=grid.group("dp_cp"), max_norm=max_norm,
-                                  replicated=tp_replicated(stage, tp_group),
-                                  **optimizer_kwargs)  # fmt: skip
+    optimizer = ClippedZeroStage1(
+        list(named.values()),
+        optimizer_class,
+        grid=grid,
+        group=grid.group("dp_cp"),
+        max_norm=max_norm,
+        replicated=tp_replicated(stage, tp_group),
+        **optimizer_kwargs,
+    )
     # END SOLUTION
     tokens = seq_len // cp // (tp if sp else 1)  # what one boundary message holds per row
     return GridModel(
@@ -130,8 +137,9 @@ def build_3d(
     )
 
 
-def rank_micro_batches(batch: Batch, grid: Any, micro_batches: int,
-                       layout: str = "zigzag") -> list[Batch]:  # fmt: skip
+def rank_micro_batches(
+    batch: Batch, grid: Any, micro_batches: int, layout: str = "zigzag"
+) -> list[Batch]:
     """This rank's share of a global batch: its dp replica's rows, cut into ``micro_batches``,
     each row's tokens (and labels) sharded over cp by ``layout``; tp and pp ranks see the same."""
     dp, cp = grid.size("dp"), grid.size("cp")
@@ -150,9 +158,13 @@ def train_step(model3d: GridModel, micro_batches: Sequence[Batch]) -> float:
     grid = model3d.grid
     # BEGIN SOLUTION lab11.1: 1F1B over pp, the step's loss shared by all ranks, the ZeRO-1 step
     model3d.optimizer.zero_grad()
-    run = run_schedule(model3d.schedule, model3d.stage, list(micro_batches),
-                       loss_fn=model3d.loss_fn,
-                       activation_shape=lambda inputs: model3d.activation_shape)  # fmt: skip
+    run = run_schedule(
+        model3d.schedule,
+        model3d.stage,
+        list(micro_batches),
+        loss_fn=model3d.loss_fn,
+        activation_shape=lambda inputs: model3d.activation_shape,
+    )
     # the last stage's losses are already divided by m (inside the pipeline): their SUM is this
     # replica's mean; the mean over dp x cp replicas is the global mean; pp shares it
     loss = torch.tensor([run.loss if run.loss is not None else 0.0], dtype=torch.float64)

@@ -38,8 +38,9 @@ PP_SEED_OFFSET = 100  # Megatron-LM's per-pipeline-stage offset of the seed
 def grid_generators(seed: int, grid: Any, *, sp: bool = False) -> dict[str, torch.Generator]:
     """This rank's ``"init"``, ``"outside"`` and ``"inside"`` CPU generators (see the module
     docstring); the dropout streams come from chapter 7's ``tp_generators``, offset per stage."""
-    outside, inside = tp_generators(seed + PP_SEED_OFFSET * grid.index("pp"), grid.group("tp"),
-                                    sp=sp)  # fmt: skip
+    outside, inside = tp_generators(
+        seed + PP_SEED_OFFSET * grid.index("pp"), grid.group("tp"), sp=sp
+    )
     return {"init": torch.Generator().manual_seed(seed), "outside": outside, "inside": inside}
 
 
@@ -48,17 +49,21 @@ def _naive_generators(seed: int, grid: Any, *, sp: bool = False) -> dict[str, to
     return {name: torch.Generator().manual_seed(seed) for name in ("init", "outside", "inside")}
 
 
-def _draws(rank: int, world_size: int, layout: GridLayout, seed: int, sp: bool,
-           naive: bool) -> dict[str, Any]:  # fmt: skip
+def _draws(
+    rank: int, world_size: int, layout: GridLayout, seed: int, sp: bool, naive: bool
+) -> dict[str, Any]:
     grid = ProcessGrid(dp=layout.dp, pp=layout.pp, cp=layout.cp, ep=layout.ep, tp=layout.tp)
     make = _naive_generators if naive else grid_generators
     gens = make(seed, grid, sp=sp)
-    return {"coords": grid.coords,
-            **{name: torch.rand(4, generator=g).tolist() for name, g in gens.items()}}  # fmt: skip
+    return {
+        "coords": grid.coords,
+        **{name: torch.rand(4, generator=g).tolist() for name, g in gens.items()},
+    }
 
 
-def stream_draws(layout: GridLayout, seed: int = 0, *, sp: bool = False,
-                 naive: bool = False) -> list[dict[str, Any]]:  # fmt: skip
+def stream_draws(
+    layout: GridLayout, seed: int = 0, *, sp: bool = False, naive: bool = False
+) -> list[dict[str, Any]]:
     """Per rank (in rank order): its coordinates and the first four numbers of each stream
     (``naive=True``: every stream seeded alike, the pitfall)."""
     return launch(_draws, layout.world_size, layout, seed, sp, naive, timeout=60)

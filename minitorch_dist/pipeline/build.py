@@ -52,8 +52,10 @@ def build_stage(
     ``rank + pp``, ... ."""
     layers = model.config.layers
     if layers < pp * virtual_stages:
-        raise ValueError(f"layers={layers} < pp*virtual_stages={pp * virtual_stages}: every "
-                         "chunk needs at least one layer")  # fmt: skip
+        raise ValueError(
+            f"layers={layers} < pp*virtual_stages={pp * virtual_stages}: every "
+            "chunk needs at least one layer"
+        )
     chunks = split_model(model, split_layers(layers, pp * virtual_stages))
     return PipelineStage(chunks[rank::pp], rank, pp, group, recv_timeout=recv_timeout)
 
@@ -71,8 +73,9 @@ def micro_batch_list(batch: Batch, micro_batches: int) -> list[Batch]:
     """A global batch cut into ``micro_batches`` consecutive parts, as ``grad_acc`` cuts it."""
     inputs, targets = batch
     if inputs.shape[0] % micro_batches:
-        raise ValueError(f"the batch ({inputs.shape[0]} rows) must divide by "
-                         f"micro_batches={micro_batches}")  # fmt: skip
+        raise ValueError(
+            f"the batch ({inputs.shape[0]} rows) must divide by micro_batches={micro_batches}"
+        )
     return list(zip(inputs.chunk(micro_batches), targets.chunk(micro_batches)))
 
 
@@ -125,8 +128,10 @@ def apply_pipeline_parallel(
     check_int("micro_batches", micro_batches)
     if isinstance(schedule, Schedule):
         if (schedule.pp, schedule.micro_batches) != (pp, micro_batches):
-            raise ValueError(f"the schedule is for pp={schedule.pp}, m={schedule.micro_batches}; "
-                             f"the group has pp={pp}, micro_batches={micro_batches}")  # fmt: skip
+            raise ValueError(
+                f"the schedule is for pp={schedule.pp}, m={schedule.micro_batches}; "
+                f"the group has pp={pp}, micro_batches={micro_batches}"
+            )
         virtual_stages = schedule.virtual_stages
     else:
         schedule = make_schedule(schedule, pp, micro_batches, virtual_stages)

@@ -116,13 +116,17 @@ def run_pipeline(
     """Train ``steps`` steps on ``pp`` emulated ranks: (per-rank results, the batches).
     ``kind`` is a schedule kind or a :class:`Schedule`. ``config`` defaults to the tiny Llama
     when it has enough layers, else :data:`DEEP`."""
-    schedule = kind if isinstance(kind, Schedule) else make_schedule(kind, pp, micro_batches,
-                                                                     virtual_stages)  # fmt: skip
+    schedule = (
+        kind
+        if isinstance(kind, Schedule)
+        else make_schedule(kind, pp, micro_batches, virtual_stages)
+    )
     if config is None:
         config = TINY if TINY.layers >= pp * schedule.virtual_stages else DEEP
     batches = make_batches(config.vocab_size, micro_batch_size * micro_batches, seq_len, steps)
-    results = launch(pipeline_rank, pp, schedule, config, batches, dtype, lr, count,
-                     timeout=timeout)  # fmt: skip
+    results = launch(
+        pipeline_rank, pp, schedule, config, batches, dtype, lr, count, timeout=timeout
+    )
     return results, batches
 
 
@@ -144,15 +148,24 @@ def compare_with_reference(
     ``"weight <name>"``. Raises an AssertionError naming the rank and tensor beyond
     ``tolerance`` (default :data:`EXACT` in fp64, :data:`TIGHT` otherwise), or if the ranks do
     not hold every parameter exactly once."""
-    schedule = kind if isinstance(kind, Schedule) else make_schedule(kind, pp, micro_batches,
-                                                                     virtual_stages)  # fmt: skip
+    schedule = (
+        kind
+        if isinstance(kind, Schedule)
+        else make_schedule(kind, pp, micro_batches, virtual_stages)
+    )
     if config is None:
         config = TINY if TINY.layers >= pp * schedule.virtual_stages else DEEP
-    results, batches = run_pipeline(pp, schedule, micro_batches, dtype=dtype, steps=steps,
-                                    config=config, **options)  # fmt: skip
+    results, batches = run_pipeline(
+        pp, schedule, micro_batches, dtype=dtype, steps=steps, config=config, **options
+    )
     lr = options.get("lr", 0.1)
-    ref = reference_run(lambda: Llama(config), lambda ps: torch.optim.SGD(ps, lr=lr), batches,
-                        grad_acc=micro_batches, dtype=dtype)  # fmt: skip
+    ref = reference_run(
+        lambda: Llama(config),
+        lambda ps: torch.optim.SGD(ps, lr=lr),
+        batches,
+        grad_acc=micro_batches,
+        dtype=dtype,
+    )
     tol = tolerance if tolerance is not None else (EXACT if dtype == torch.float64 else TIGHT)
     held = [n for r in results for n in r["grads"]]
     if sorted(held) != sorted(ref.grads):
@@ -161,10 +174,15 @@ def compare_with_reference(
     for rank, r in enumerate(results):
         label = f"rank {rank}, "
         names = list(r["grads"])
-        grads = compare(r["grads"], {n: ref.grads[n] for n in names}, tolerance=tol,
-                        label=label + "gradient of ")  # fmt: skip
-        weights = compare(r["weights"], {n: ref.weights[n] for n in names}, tolerance=tol,
-                          label=label + "weight ")  # fmt: skip
+        grads = compare(
+            r["grads"],
+            {n: ref.grads[n] for n in names},
+            tolerance=tol,
+            label=label + "gradient of ",
+        )
+        weights = compare(
+            r["weights"], {n: ref.weights[n] for n in names}, tolerance=tol, label=label + "weight "
+        )
         errors = {f"grad {n}": e for n, e in grads.errors.items()}
         errors.update({f"weight {n}": e for n, e in weights.errors.items()})
         if r["losses"][0] is not None:
@@ -181,7 +199,10 @@ def count_pp_bytes(
 ) -> list[dict[str, Any]]:
     """Point-to-point bytes each rank sent and received in one step, per peer rank, counted by
     :class:`~minitorch_dist.comm.CommCounter`; plus the run (``"run"``) of that rank."""
-    results, _ = run_pipeline(pp, kind, micro_batches, virtual_stages=virtual_stages, count=True,
-                              **options)  # fmt: skip
-    return [{"sent_to": r["sent_to"], "received_from": r["received_from"], "run": r["run"]}
-            for r in results]  # fmt: skip
+    results, _ = run_pipeline(
+        pp, kind, micro_batches, virtual_stages=virtual_stages, count=True, **options
+    )
+    return [
+        {"sent_to": r["sent_to"], "received_from": r["received_from"], "run": r["run"]}
+        for r in results
+    ]

@@ -33,16 +33,34 @@ def plot_schedule(
 ) -> Figure:
     """A timeline: one row per rank (rank 0 on top), one box per action, coloured by F/B/W and
     labelled with its micro-batch; a later chunk of an interleaved schedule is hatched."""
-    fig = ax.figure if ax is not None else BookFigure(figsize=(9, 0.45 * _ranks(events) + 1.2),
-                                                      layout="constrained")  # fmt: skip
+    fig = (
+        ax.figure
+        if ax is not None
+        else BookFigure(figsize=(9, 0.45 * _ranks(events) + 1.2), layout="constrained")
+    )
     ax = ax if ax is not None else fig.add_subplot()
     ranks = _ranks(events)
     for rank, a, start, end in events:
-        ax.barh(rank, end - start, left=start, height=0.8, color=OP_COLORS[a.op],
-                edgecolor="black", linewidth=0.5, hatch="//" if a.chunk % 2 else None)  # fmt: skip
+        ax.barh(
+            rank,
+            end - start,
+            left=start,
+            height=0.8,
+            color=OP_COLORS[a.op],
+            edgecolor="black",
+            linewidth=0.5,
+            hatch="//" if a.chunk % 2 else None,
+        )
         if labels:
-            ax.text((start + end) / 2, rank, str(a.micro_batch), ha="center", va="center",
-                    fontsize=7, color="white")  # fmt: skip
+            ax.text(
+                (start + end) / 2,
+                rank,
+                str(a.micro_batch),
+                ha="center",
+                va="center",
+                fontsize=7,
+                color="white",
+            )
     ax.set_ylim(ranks - 0.5, -0.5)
     ax.set_yticks(range(ranks), [f"rank {r}" for r in range(ranks)])
     ax.set_xlim(
@@ -53,10 +71,19 @@ def plot_schedule(
         ),
     )
     ax.set_xlabel(unit)
-    handles = [ax.bar(0, 0, color=c, label=op) for op, c in OP_COLORS.items()
-               if any(e[1].op == op for e in events)]  # fmt: skip
-    ax.legend(handles=handles, loc="lower right", bbox_to_anchor=(1.0, 1.0), fontsize=7,
-              ncols=len(handles), frameon=False)  # fmt: skip
+    handles = [
+        ax.bar(0, 0, color=c, label=op)
+        for op, c in OP_COLORS.items()
+        if any(e[1].op == op for e in events)
+    ]
+    ax.legend(
+        handles=handles,
+        loc="lower right",
+        bbox_to_anchor=(1.0, 1.0),
+        fontsize=7,
+        ncols=len(handles),
+        frameon=False,
+    )
     if title:
         ax.set_title(title, loc="left")
     return fig

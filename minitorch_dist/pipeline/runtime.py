@@ -98,11 +98,15 @@ def run_schedule(
     if len(micro_batches) != m:
         raise ValueError(f"{len(micro_batches)} micro-batches given, the schedule has {m}")
     if schedule.layout != "loop":
-        raise ValueError(f"{schedule.kind!r} places chunks in a V (rank r holds stages r and "
-                         "2p - 1 - r); the runtime's stages loop through the ranks: simulate it")  # fmt: skip
+        raise ValueError(
+            f"{schedule.kind!r} places chunks in a V (rank r holds stages r and "
+            "2p - 1 - r); the runtime's stages loop through the ranks: simulate it"
+        )
     if (schedule.pp, schedule.virtual_stages) != (stage.pp, stage.virtual_stages):
-        raise ValueError(f"the schedule is for pp={schedule.pp}, v={schedule.virtual_stages}; "
-                         f"the stage for pp={stage.pp}, v={stage.virtual_stages}")  # fmt: skip
+        raise ValueError(
+            f"the schedule is for pp={schedule.pp}, v={schedule.virtual_stages}; "
+            f"the stage for pp={stage.pp}, v={stage.virtual_stages}"
+        )
     if activation_shape is None:
         hidden = stage.chunks[0].config.hidden
         activation_shape = lambda inputs: (*inputs.shape, hidden)  # noqa: E731
@@ -127,8 +131,15 @@ def run_schedule(
             # allocated just before its receive (not for all m micro-batches up front)
             buf = torch.empty(activation_shape(inputs), dtype=dtype, device=device)
             forward = action.op == "F"
-            recvs = [Message(buf, stage.prev_rank if forward else stage.next_rank, mb, s,
-                             "activation" if forward else "gradient")]  # fmt: skip
+            recvs = [
+                Message(
+                    buf,
+                    stage.prev_rank if forward else stage.next_rank,
+                    mb,
+                    s,
+                    "activation" if forward else "gradient",
+                )
+            ]
         stage.exchange(pending, recvs)
         pending = []  # the stage holds each send now, until it is waited for
         ledger.heard(recvs)
@@ -141,8 +152,9 @@ def run_schedule(
             observer.started(action, stage)
         if action.op == "F":
             x = inputs.to(device) if stage.is_first(c) else buf
-            out = stage.forward(mb, c, x, target=targets.to(device), loss_fn=loss_fn,
-                                micro_batches=m)  # fmt: skip
+            out = stage.forward(
+                mb, c, x, target=targets.to(device), loss_fn=loss_fn, micro_batches=m
+            )
             if stage.is_last(c):
                 losses[mb] = out.item()
             else:
@@ -183,8 +195,13 @@ def logical_events(
 ) -> list[Event]:
     """The actions the ranks executed (``runs`` in rank order), timed on the simulator's logical
     clock: deterministic, unlike the wall clock, and drawn from what ran, not from the plan."""
-    executed = Schedule(schedule.kind, schedule.pp, schedule.micro_batches,
-                        schedule.virtual_stages, [list(r.executed) for r in runs])  # fmt: skip
+    executed = Schedule(
+        schedule.kind,
+        schedule.pp,
+        schedule.micro_batches,
+        schedule.virtual_stages,
+        [list(r.executed) for r in runs],
+    )
     return simulate(executed, t_forward, t_backward, t_weight).events
 
 

@@ -38,8 +38,13 @@ def scatter_gather_bytes(
     """Bytes one rank sends across a stage boundary per message with scatter/gather:
     ``b s h / t`` elements (Narayanan et al. 2021, section 4.1). ValueError unless t divides
     ``b s h``."""
-    for name, value in (("micro_batch", micro_batch), ("seq_len", seq_len), ("hidden", hidden),
-                        ("tp", tp), ("bytes_per_element", bytes_per_element)):  # fmt: skip
+    for name, value in (
+        ("micro_batch", micro_batch),
+        ("seq_len", seq_len),
+        ("hidden", hidden),
+        ("tp", tp),
+        ("bytes_per_element", bytes_per_element),
+    ):
         check_int(name, value)
     elements = micro_batch * seq_len * hidden
     if elements % tp:
@@ -59,8 +64,10 @@ class ScatterGather:
 
     def _slice(self, tensor: torch.Tensor) -> torch.Tensor:
         if tensor.numel() % self.tp:
-            raise ValueError(f"a pipeline message of {tensor.numel()} elements is not divisible "
-                             f"by tp={self.tp} (scatter/gather)")  # fmt: skip
+            raise ValueError(
+                f"a pipeline message of {tensor.numel()} elements is not divisible "
+                f"by tp={self.tp} (scatter/gather)"
+            )
         return tensor.reshape(-1).chunk(self.tp)[self.index].contiguous()
 
     def exchange(self, stage: Any, sends: Sequence[Any], recvs: Sequence[Any]) -> None:

@@ -77,8 +77,10 @@ class Schedule:
         rows = "\n".join(
             f"  rank {r}: {' '.join(map(repr, a))}" for r, a in enumerate(self.actions)
         )
-        return (f"Schedule({self.kind!r}, pp={self.pp}, micro_batches={self.micro_batches}, "
-                f"virtual_stages={self.virtual_stages})\n{rows}")  # fmt: skip
+        return (
+            f"Schedule({self.kind!r}, pp={self.pp}, micro_batches={self.micro_batches}, "
+            f"virtual_stages={self.virtual_stages})\n{rows}"
+        )
 
 
 def make_schedule(kind: str, pp: int, micro_batches: int, virtual_stages: int = 1) -> Schedule:
@@ -119,8 +121,13 @@ def make_schedule(kind: str, pp: int, micro_batches: int, virtual_stages: int = 
         raise ValueError(f"virtual_stages={virtual_stages} needs kind='interleaved', got {kind!r}")
     if kind == "interleaved":
         check_divisible("micro_batches", micro_batches, "pp", pp)
-    build = {"gpipe": _gpipe, "1f1b": _one_f_one_b, "interleaved": _interleaved,
-             "zb-h1": _zb_h1, "dualpipev": _dualpipev}[kind]  # fmt: skip
+    build = {
+        "gpipe": _gpipe,
+        "1f1b": _one_f_one_b,
+        "interleaved": _interleaved,
+        "zb-h1": _zb_h1,
+        "dualpipev": _dualpipev,
+    }[kind]
     actions = [build(rank, pp, micro_batches, virtual_stages) for rank in range(pp)]
     layout = "v" if kind == "dualpipev" else "loop"
     schedule = Schedule(kind, pp, micro_batches, virtual_stages, actions, layout)
@@ -251,13 +258,19 @@ def check_schedule(schedule: Schedule) -> None:
         raise ValueError(f"{len(schedule.actions)} action lists for pp={schedule.pp} ranks")
     for rank, actions in enumerate(schedule.actions):
         ops = {a.op for a in actions}
-        want = {Action(op, i, c) for op in ("F", "B") + (("W",) if "W" in ops else ())
-                for i in range(m) for c in range(v)}  # fmt: skip
+        want = {
+            Action(op, i, c)
+            for op in ("F", "B") + (("W",) if "W" in ops else ())
+            for i in range(m)
+            for c in range(v)
+        }
         if len(actions) != len(set(actions)) or set(actions) != want:
             missing, extra = sorted(want - set(actions)), sorted(set(actions) - want)
-            raise ValueError(f"rank {rank}: each F/B{'/W' if 'W' in ops else ''} must appear "
-                             f"once per micro-batch and chunk (missing {missing}, "
-                             f"unexpected {extra})")  # fmt: skip
+            raise ValueError(
+                f"rank {rank}: each F/B{'/W' if 'W' in ops else ''} must appear "
+                f"once per micro-batch and chunk (missing {missing}, "
+                f"unexpected {extra})"
+            )
         where = {a: i for i, a in enumerate(actions)}
         for a in actions:
             before = {"B": "F", "W": "B"}.get(a.op)

@@ -39,8 +39,10 @@ class SendLedger:
     def __init__(self, schedule: Schedule) -> None:
         self.pp = schedule.pp
         # position of each (op, micro-batch, chunk) in its rank's list
-        self._index = [{(a.op, a.micro_batch, a.chunk): i for i, a in enumerate(actions)}
-                       for actions in schedule.actions]  # fmt: skip
+        self._index = [
+            {(a.op, a.micro_batch, a.chunk): i for i, a in enumerate(actions)}
+            for actions in schedule.actions
+        ]
         self._heard: dict[int, int] = {}  # peer -> latest of its actions whose message arrived
 
     def _position(self, rank: int, op: str, micro_batch: int, stage: int) -> int:

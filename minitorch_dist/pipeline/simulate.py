@@ -87,9 +87,11 @@ def simulate(
             while nxt[rank] < len(schedule.actions[rank]):
                 a = schedule.actions[rank][nxt[rank]]
                 s = schedule.stage(rank, a.chunk)
-                need = {"F": ("F", s - 1) if s > 0 else None,
-                        "B": ("B", s + 1) if s < last else ("F", s),
-                        "W": ("B", s)}[a.op]  # fmt: skip
+                need = {
+                    "F": ("F", s - 1) if s > 0 else None,
+                    "B": ("B", s + 1) if s < last else ("F", s),
+                    "W": ("B", s),
+                }[a.op]
                 if need is not None and (need[0], a.micro_batch, need[1]) not in done:
                     break  # its input has not arrived: let the other ranks move
                 start = max(free[rank], done[(need[0], a.micro_batch, need[1])] if need else 0.0)
@@ -104,8 +106,11 @@ def simulate(
                 remaining -= 1
                 progressed = True
         if not progressed:
-            waiting = ", ".join(f"rank {r} at {schedule.actions[r][nxt[r]]}" for r in range(p)
-                                if nxt[r] < len(schedule.actions[r]))  # fmt: skip
+            waiting = ", ".join(
+                f"rank {r} at {schedule.actions[r][nxt[r]]}"
+                for r in range(p)
+                if nxt[r] < len(schedule.actions[r])
+            )
             raise ScheduleDeadlock(f"the schedule deadlocks: {waiting} wait for each other")
     makespan = max(end for _, _, _, end in events)
     return SimResult(events, makespan, peak, busy)

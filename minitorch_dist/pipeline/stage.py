@@ -211,8 +211,9 @@ class PipelineStage:
             tag = message_tag(m.micro_batch, m.stage, self.num_stages, m.what == "gradient")
             return dist.P2POp(kind, m.tensor, self._global(m.peer), self.group, tag)
 
-        works = dist.batch_isend_irecv([op(dist.isend, m) for m in sends] +
-                                       [op(dist.irecv, m) for m in recvs])  # fmt: skip
+        works = dist.batch_isend_irecv(
+            [op(dist.isend, m) for m in sends] + [op(dist.irecv, m) for m in recvs]
+        )
         if len(works) == len(sends) + len(recvs):  # gloo: one work per operation
             send_works, recv_works = works[: len(sends)], works[len(sends) :]
         else:  # NCCL coalesces a batch into one work, for the sends and receives alike
@@ -239,8 +240,10 @@ class PipelineStage:
         its memory is freed as soon as nothing else holds it. ``which`` must only pick sends
         whose receive the peer has posted (:class:`~minitorch_dist.pipeline.sends.SendLedger`)."""
         if any(not (isinstance(e, tuple) and len(e) == 2) for e in self._pending):
-            raise TypeError("PipelineStage._pending must hold (Message, Work) pairs: exchange "
-                            "keeps each send's work together with its message")  # fmt: skip
+            raise TypeError(
+                "PipelineStage._pending must hold (Message, Work) pairs: exchange "
+                "keeps each send's work together with its message"
+            )
         keep = []
         for m, work in self._pending:
             if which is None or work.is_completed() or which(m):

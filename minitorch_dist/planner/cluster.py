@@ -77,8 +77,14 @@ class Cluster:
         check_int("gpus_per_node", self.gpus_per_node)
         check_int("memory_bytes", self.memory_bytes)
         check_int("nics_per_node", self.nics_per_node)
-        for name in ("peak_flops", "intra_bandwidth", "nic_bandwidth", "intra_alpha",
-                     "inter_alpha", "matmul_efficiency"):  # fmt: skip
+        for name in (
+            "peak_flops",
+            "intra_bandwidth",
+            "nic_bandwidth",
+            "intra_alpha",
+            "inter_alpha",
+            "matmul_efficiency",
+        ):
             check_positive(name, getattr(self, name))
         check_bool("tp_across_nodes", self.tp_across_nodes)
         if self.matmul_efficiency > 1:
@@ -113,16 +119,20 @@ class Cluster:
             return Link(self.intra_bandwidth, self.intra_alpha, False)
         per_node = max(1, min(size, self.gpus_per_node // stride))  # k members in one node
         bandwidth = multi_node_ring_bandwidth(
-            intra_bandwidth=self.intra_bandwidth, nic_bandwidth=self.nic_share,
-            nics_per_node=per_node, nodes=math.ceil(size / per_node),
-        )  # fmt: skip
+            intra_bandwidth=self.intra_bandwidth,
+            nic_bandwidth=self.nic_share,
+            nics_per_node=per_node,
+            nodes=math.ceil(size / per_node),
+        )
         return Link(bandwidth, self.inter_alpha, True)
 
 
-def _preset(name: str, memory_gib: int, tflops: float, nvlink_gbs: float, nic_gbits: float,
-            nics: int) -> Cluster:  # fmt: skip
-    return Cluster(name, 8, 8, memory_gib * GIB, tflops * 1e12, nvlink_gbs * GB,
-                   nic_gbits * GB / 8, nics)  # fmt: skip
+def _preset(
+    name: str, memory_gib: int, tflops: float, nvlink_gbs: float, nic_gbits: float, nics: int
+) -> Cluster:
+    return Cluster(
+        name, 8, 8, memory_gib * GIB, tflops * 1e12, nvlink_gbs * GB, nic_gbits * GB / 8, nics
+    )
 
 
 CLUSTER_PRESETS: dict[str, Cluster] = {

@@ -62,8 +62,20 @@ class ParallelConfig:
 
     def key(self) -> tuple:
         """A total order on configurations, for deterministic ranking of equal times."""
-        return (self.dp, self.tp, self.pp, self.v, self.cp, self.ep, self.sp, self.zero,
-                self.recompute, self.micro_batch, self.offload, self.shard_group)  # fmt: skip
+        return (
+            self.dp,
+            self.tp,
+            self.pp,
+            self.v,
+            self.cp,
+            self.ep,
+            self.sp,
+            self.zero,
+            self.recompute,
+            self.micro_batch,
+            self.offload,
+            self.shard_group,
+        )
 
     def label(self) -> str:
         """``dp64 tp8 pp16`` plus whatever differs from the defaults."""
@@ -87,8 +99,13 @@ def micro_batches(config: ParallelConfig, global_batch: int) -> int:
 
 def strides(config: ParallelConfig) -> dict[str, int]:
     """How many ranks apart the members of each group sit (TP innermost, then CP, DP, PP)."""
-    return {"tp": 1, "cp": config.tp, "dp": config.tp * config.cp, "ep": config.tp * config.cp,
-            "pp": config.tp * config.cp * config.dp}  # fmt: skip
+    return {
+        "tp": 1,
+        "cp": config.tp,
+        "dp": config.tp * config.cp,
+        "ep": config.tp * config.cp,
+        "pp": config.tp * config.cp * config.dp,
+    }
 
 
 def validate(model, cluster, config: ParallelConfig, *, global_batch: int, seq_len: int) -> None:  # noqa: ANN001

@@ -114,8 +114,18 @@ def comm_bytes(
     b, s = c.micro_batch, seq_len // c.cp  # each CP rank holds s / cp tokens
     out = dict.fromkeys(("tp", "cp", "ep", "pp", "dp", "dp_expert", "dp_replica"), 0.0)
     if c.tp > 1:
-        out["tp"] = m * layers * tp_comm_bytes(micro_batch=b, seq_len=s, hidden=llama.hidden,
-                                               tp=c.tp, recompute=c.recompute, sp=c.sp)  # fmt: skip
+        out["tp"] = (
+            m
+            * layers
+            * tp_comm_bytes(
+                micro_batch=b,
+                seq_len=s,
+                hidden=llama.hidden,
+                tp=c.tp,
+                recompute=c.recompute,
+                sp=c.sp,
+            )
+        )
     if c.cp > 1:
         kv = kv_heads_per_rank(llama.kv_heads, c.tp)
         ring = ring_bytes_per_rank(b, kv, seq_len, llama.head_dim, c.cp, backward=False)
@@ -124,14 +134,16 @@ def comm_bytes(
     if model.moe is not None and c.ep > 1:
         tokens = b * s // (c.tp if c.sp else 1)
         try:
-            dispatch = all_to_all_bytes(tokens=tokens, top_k=model.moe.top_k,
-                                        hidden=llama.hidden, ep=c.ep)  # fmt: skip
+            dispatch = all_to_all_bytes(
+                tokens=tokens, top_k=model.moe.top_k, hidden=llama.hidden, ep=c.ep
+            )
         except ValueError:  # uneven tokens: the average over ranks
             dispatch = tokens * model.moe.top_k * (c.ep - 1) / c.ep * llama.hidden * 2
         out["ep"] = m * ep_step_bytes(dispatch, moe_layers=moe_layers, recompute=c.recompute)
     if c.pp > 1:
-        out["pp"] = m * 2 * c.v * p2p_bytes(micro_batch=b, seq_len=s, hidden=llama.hidden,
-                                            tp=c.tp, sp=c.sp)  # fmt: skip
+        out["pp"] = (
+            m * 2 * c.v * p2p_bytes(micro_batch=b, seq_len=s, hidden=llama.hidden, tp=c.tp, sp=c.sp)
+        )
     dense, expert = model.params_per_rank(tp=c.tp, pp=c.pp, ep=c.ep, stage=0)
     if c.shard > 1:
         out["dp"] = zero_comm_bytes(dense, c.zero, c.shard, grad_acc=m)
@@ -158,9 +170,14 @@ def _messages(
 
 
 def step_time(
-    model, cluster, config: ParallelConfig, *, seq_len: int, global_batch: int,
+    model,
+    cluster,
+    config: ParallelConfig,
+    *,
+    seq_len: int,
+    global_batch: int,
     overlap: bool = False,
-) -> StepTime:  # noqa: ANN001  # fmt: skip
+) -> StepTime:  # noqa: ANN001
     """Predicted seconds of one step, by part: ``compute`` (the step's FLOPs over every GPU at
     ``matmul_efficiency`` of the peak); ``tp``, ``cp``, ``ep``, ``pp`` (each axis's bytes from
     :func:`comm_bytes` over the bandwidth of ``cluster.link(size, stride)``, plus its messages
@@ -215,11 +232,19 @@ def step_time(
     total = per_step + bubble + dp + offload
     model_flops = model.flops_per_token(seq_len, "none") * tokens
     return StepTime(
-        compute=compute, **times, bubble=bubble, dp=dp, offload=offload, total=total,
+        compute=compute,
+        **times,
+        bubble=bubble,
+        dp=dp,
+        offload=offload,
+        total=total,
         mfu=model_flops / (total * cluster.gpus * cluster.peak_flops),
-        tflops_per_gpu=model.flops_per_token(seq_len, c.recompute) * tokens
-        / (total * cluster.gpus) / 1e12, hidden=hidden,
-    )  # fmt: skip
+        tflops_per_gpu=model.flops_per_token(seq_len, c.recompute)
+        * tokens
+        / (total * cluster.gpus)
+        / 1e12,
+        hidden=hidden,
+    )
 
 
 def _state_bytes(model, config: ParallelConfig, key: str) -> int:  # noqa: ANN001

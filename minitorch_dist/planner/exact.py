@@ -64,8 +64,9 @@ def exact_activation_bytes(llama, config: ParallelConfig, *, seq_len: int, moe=N
     s, b, t, h = seq_len // c.cp, c.micro_batch, c.tp, llama.hidden
     if c.recompute == "full":  # the checkpointed Block keeps its input, s/t tokens under sp
         return P * b * s * h // (t if c.sp else 1)
-    parts = tp_activation_breakdown(llama, micro_batch=b, seq_len=s, tp=t, sp=c.sp,
-                                    bytes_per_element=P)  # fmt: skip
+    parts = tp_activation_breakdown(
+        llama, micro_batch=b, seq_len=s, tp=t, sp=c.sp, bytes_per_element=P
+    )
     if c.recompute == "selective":  # the attention core recomputed: its fp32 logsumexp goes
         parts["core"] -= 4 * b * llama.heads * s // t
     if moe is not None:  # dropless expert-parallel MoE block, tp = 1, a balanced router
@@ -113,8 +114,10 @@ def exact_rank_memory(
     from .fit import in_flight  # fit imports this module
 
     if config.shard_group:
-        raise ValueError("shard_group > 0 (HSDP): the package's code has no HSDP to count "
-                         "exactly; use activations='korthikanti'")  # fmt: skip
+        raise ValueError(
+            "shard_group > 0 (HSDP): the package's code has no HSDP to count "
+            "exactly; use activations='korthikanti'"
+        )
     c, llama, moe = config, model.llama, model.moe
     m = micro_batches(c, global_batch)
     s, b, t, h = seq_len // c.cp, c.micro_batch, c.tp, llama.hidden
@@ -123,9 +126,11 @@ def exact_rank_memory(
     states, step = _states(model, c, stage)
     sizes = split_layers(llama.layers, c.pp)
     first_layer = sum(sizes[:stage])
-    moe_layers = 0 if moe is None else sum(
-        1 for i in range(first_layer, first_layer + sizes[stage]) if i >= moe.dense_layers
-    )  # fmt: skip
+    moe_layers = (
+        0
+        if moe is None
+        else sum(1 for i in range(first_layer, first_layer + sizes[stage]) if i >= moe.dense_layers)
+    )
     dense_layers = sizes[stage] - moe_layers
     blocks = dense_layers * exact_activation_bytes(llama, c, seq_len=seq_len)
     if moe_layers:
@@ -149,8 +154,9 @@ def exact_rank_memory(
     working = P * b * s * h + 2 * P * b * s * llama.ffn_hidden // t
     moment = activations + max(logits, working)
     if c.recompute == "full":  # backward recomputes one block whole, beside what is stored
-        whole = exact_activation_bytes(llama, ParallelConfig(**{**_fields(c), "recompute": "none"}),
-                                       seq_len=seq_len)  # fmt: skip
+        whole = exact_activation_bytes(
+            llama, ParallelConfig(**{**_fields(c), "recompute": "none"}), seq_len=seq_len
+        )
         moment = activations + max(logits, whole)
     fp32 = states.pop("fp32")
     cpu = 0

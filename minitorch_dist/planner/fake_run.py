@@ -30,8 +30,13 @@ class MixedAdam(MixedPrecisionOptimizer):
 
     def __init__(self, groups: list, **kwargs: object) -> None:
         params = [p for g in groups for p in (g["params"] if isinstance(g, dict) else [g])]
-        hyper = {k: v for g in groups if isinstance(g, dict) for k, v in g.items()
-                 if k in ("lr", "betas", "eps", "weight_decay")}  # fmt: skip
+        hyper = {
+            k: v
+            for g in groups
+            if isinstance(g, dict)
+            for k, v in g.items()
+            if k in ("lr", "betas", "eps", "weight_decay")
+        }
         super().__init__(params, torch.optim.Adam, **{**hyper, **kwargs})
         self.defaults = dict(self.optimizer.defaults)
 
@@ -50,9 +55,10 @@ class RealIntegers(TorchDispatchMode):
         if not tensors:
             dtype = kwargs.get("dtype")
             real = (dtype is not None and not dtype.is_floating_point) or (
-                func is torch.ops.aten.arange.default and dtype is None
+                func is torch.ops.aten.arange.default
+                and dtype is None
                 and all(isinstance(a, int) for a in args)
-            )  # fmt: skip
+            )
         if real:
             with unset_fake_temporarily():
                 return func(*args, **kwargs)

@@ -68,8 +68,9 @@ def rank_memory(
     ``activations="exact"``: what the package's code holds (:mod:`.exact`), not Korthikanti's."""
     check_choice("activations", activations, ACTIVATIONS)
     if activations == "exact":
-        return exact_rank_memory(model, config, seq_len=seq_len, global_batch=global_batch,
-                                 stage=stage)  # fmt: skip
+        return exact_rank_memory(
+            model, config, seq_len=seq_len, global_batch=global_batch, stage=stage
+        )
     c = config
     llama = model.llama
     dense, expert = model.params_per_rank(tp=c.tp, pp=c.pp, ep=c.ep, stage=stage)
@@ -78,9 +79,15 @@ def rank_memory(
     states = model_state_bytes(dense, zero_stage=c.zero, dp=c.shard, offload=c.offload)
     experts = model_state_bytes(expert, zero_stage=c.zero, dp=c.dp // c.ep, offload=c.offload)
     per_layer = activation_bytes(
-        seq_len=seq_len, micro_batch=c.micro_batch, hidden=llama.hidden, heads=llama.heads,
-        tp=c.tp, sp=c.sp, recompute=c.recompute, cp=c.cp,
-    )  # fmt: skip
+        seq_len=seq_len,
+        micro_batch=c.micro_batch,
+        hidden=llama.hidden,
+        heads=llama.heads,
+        tp=c.tp,
+        sp=c.sp,
+        recompute=c.recompute,
+        cp=c.cp,
+    )
     layers = split_layers(llama.layers, c.pp)[stage]
     activations = round(per_layer * layers * in_flight(c.pp, c.v, m, stage))
     last = stage == c.pp - 1  # fp32 log-probabilities of this rank's vocabulary slice
@@ -104,8 +111,17 @@ def peak_memory(
 ) -> dict[str, int]:
     """:func:`rank_memory` of the fuller of the first and last stages, with its ``stage``."""
     stages = sorted({0, config.pp - 1})
-    parts = [rank_memory(model, config, seq_len=seq_len, global_batch=global_batch, stage=s,
-                         activations=activations) for s in stages]  # fmt: skip
+    parts = [
+        rank_memory(
+            model,
+            config,
+            seq_len=seq_len,
+            global_batch=global_batch,
+            stage=s,
+            activations=activations,
+        )
+        for s in stages
+    ]
     best = max(range(len(stages)), key=lambda i: (parts[i]["total"], -stages[i]))
     return {**parts[best], "stage": stages[best]}
 

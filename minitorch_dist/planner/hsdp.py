@@ -41,9 +41,14 @@ def replica_all_reduce_bytes(
 
 
 def hsdp_comm_bytes(
-    num_params: int, stage: int, dp: int, shard: int, *, grad_acc: int = 1,
+    num_params: int,
+    stage: int,
+    dp: int,
+    shard: int,
+    *,
+    grad_acc: int = 1,
     bytes_per_param: int = 2,
-) -> int | float:  # fmt: skip
+) -> int | float:
     """Bytes one rank sends per step under ZeRO stage ``stage`` sharded over ``shard`` of the
     ``dp`` ranks: the shard group's ZeRO traffic plus the replicas' all-reduce of the shard."""
     check_choice("stage", stage, (1, 2, 3))

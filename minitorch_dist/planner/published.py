@@ -64,8 +64,19 @@ NARAYANAN_TABLE1 = (
 def gpt_standin(params_b: float, heads: int, hidden: int, layers: int) -> LlamaConfig:
     """A Llama shaped like Narayanan's GPT: same h, L, heads; SwiGLU width ~ 8h/3."""
     ffn = round(8 * hidden / 3 / 64) * 64
-    return LlamaConfig(f"gpt-{params_b}b", 51200, hidden, layers, heads, heads, ffn, 2048, 1e-5,
-                       10000.0, tie_embeddings=True)  # fmt: skip
+    return LlamaConfig(
+        f"gpt-{params_b}b",
+        51200,
+        hidden,
+        layers,
+        heads,
+        heads,
+        ffn,
+        2048,
+        1e-5,
+        10000.0,
+        tie_embeddings=True,
+    )
 
 
 @dataclass(frozen=True)
@@ -87,12 +98,28 @@ class Published:
 def _narayanan() -> list[Published]:
     out = []
     for b, heads, h, layers, t, p, n, batch, tflops in NARAYANAN_TABLE1:
-        out.append(Published(
-            "Narayanan et al. 2021, Table 1", f"GPT {b}B", PlannerModel(gpt_standin(b, heads, h, layers)),
-            Cluster.from_preset("dgx-a100", n), batch, 2048,
-            {"tp": t, "pp": p, "dp": n // (t * p), "cp": 1, "sp": False, "zero": 0,
-             "recompute": "full", "offload": False}, tflops, counts_recompute=True,
-        ))  # fmt: skip
+        out.append(
+            Published(
+                "Narayanan et al. 2021, Table 1",
+                f"GPT {b}B",
+                PlannerModel(gpt_standin(b, heads, h, layers)),
+                Cluster.from_preset("dgx-a100", n),
+                batch,
+                2048,
+                {
+                    "tp": t,
+                    "pp": p,
+                    "dp": n // (t * p),
+                    "cp": 1,
+                    "sp": False,
+                    "zero": 0,
+                    "recompute": "full",
+                    "offload": False,
+                },
+                tflops,
+                counts_recompute=True,
+            )
+        )
     return out
 
 
@@ -101,8 +128,11 @@ LLAMA3_PRINTED_DP = 4  # what Table 4's long-context row prints (see the module 
 
 def _llama3() -> list[Published]:
     src, model = "Dubey et al. 2024, Table 4", as_model("llama-3.1-405b")
-    runs = ((8192, 64, 1, 8192, 430, 0.43), (16384, 128, 1, 8192, 400, 0.41),
-            (16384, 8, 16, 131072, 380, 0.38))  # fmt: skip
+    runs = (
+        (8192, 64, 1, 8192, 430, 0.43),
+        (16384, 128, 1, 8192, 400, 0.41),
+        (16384, 8, 16, 131072, 380, 0.38),
+    )
     return [
         Published(
             src,
@@ -114,17 +144,23 @@ def _llama3() -> list[Published]:
             {"tp": 8, "pp": 16, "dp": dp, "cp": cp, "offload": False},
             tflops,
             mfu,
-        )  # fmt: skip
+        )
         for n, dp, cp, s, tflops, mfu in runs
     ]
 
 
 def _deepseek() -> list[Published]:
-    return [Published(
-        "DeepSeek-AI 2024, sections 3.2 and 4.2", "DeepSeek-V3, 2048 GPUs", as_model("deepseek-v3"),
-        Cluster.from_preset("h800", 2048), 15360, 4096,
-        {"tp": 1, "pp": 16, "dp": 128, "ep": 64, "cp": 1, "zero": 1, "offload": False},
-    )]  # fmt: skip
+    return [
+        Published(
+            "DeepSeek-AI 2024, sections 3.2 and 4.2",
+            "DeepSeek-V3, 2048 GPUs",
+            as_model("deepseek-v3"),
+            Cluster.from_preset("h800", 2048),
+            15360,
+            4096,
+            {"tp": 1, "pp": 16, "dp": 128, "ep": 64, "cp": 1, "zero": 1, "offload": False},
+        )
+    ]
 
 
 PUBLISHED: list[Published] = [*_narayanan(), *_llama3(), *_deepseek()]
@@ -164,6 +200,7 @@ def comparable_tflops(run: Published, row: Row) -> float:
 def completions(run: Published) -> list[Row]:
     """Only the configurations that keep the paper's stated fields, ranked (no full search):
     the quick way to ask whether the published layout fits under the planner."""
-    result = plan(run.model, run.cluster, global_batch=run.global_batch, seq_len=run.seq_len,
-                  only=run.fixed)  # fmt: skip
+    result = plan(
+        run.model, run.cluster, global_batch=run.global_batch, seq_len=run.seq_len, only=run.fixed
+    )
     return result.rows

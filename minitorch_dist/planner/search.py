@@ -137,9 +137,11 @@ def batch_warning(config: ParallelConfig, global_batch: int, critical_batch: int
     sequences = c.dp * m * c.micro_batch
     if sequences <= critical_batch:
         return ""
-    return (f"d*m*b = {c.dp}*{m}*{c.micro_batch} = {sequences} sequences > critical_batch="
-            f"{critical_batch}: past the critical batch, more sequences per step buy few fewer "
-            "steps (McCandlish et al. 2018)")  # fmt: skip
+    return (
+        f"d*m*b = {c.dp}*{m}*{c.micro_batch} = {sequences} sequences > critical_batch="
+        f"{critical_batch}: past the critical batch, more sequences per step buy few fewer "
+        "steps (McCandlish et al. 2018)"
+    )
 
 
 def plan(
@@ -188,8 +190,13 @@ def plan(
         ):
             if group and not zero:
                 continue  # HSDP shards states: with ZeRO 0 there is no shard group
-            knobs = {"sp": sp, "zero": zero, "recompute": recompute, "offload": offload,
-                     "shard_group": group}  # fmt: skip
+            knobs = {
+                "sp": sp,
+                "zero": zero,
+                "recompute": recompute,
+                "offload": offload,
+                "shard_group": group,
+            }
             if any(knobs[k] != only[k] for k in only.keys() & knobs.keys()):
                 continue
             config = ParallelConfig(**layout, **knobs)
@@ -203,8 +210,10 @@ def plan(
                 continue
             memory = peak_memory(model, config, **kw, activations=activations)
             if memory["total"] > cluster.memory_bytes:
-                reason = (f"needs {format_bytes(memory['total'])} per rank > "
-                          f"{format_bytes(cluster.memory_bytes)}")  # fmt: skip
+                reason = (
+                    f"needs {format_bytes(memory['total'])} per rank > "
+                    f"{format_bytes(cluster.memory_bytes)}"
+                )
                 rows.append(Row(config, memory, reason=reason))
                 continue
             time = step_time(model, cluster, config, **kw, overlap=overlap)
@@ -244,8 +253,14 @@ def choose(
     (``critical_batch``, as :func:`plan`). ``overlap``: :func:`plan`'s switch. ValueError when
     nothing fits."""
     # BEGIN SOLUTION lab11.3: plan, then the best row, the runner-up's margin, the largest overhead
-    result = plan(model, cluster, global_batch=global_batch, seq_len=seq_len,
-                  critical_batch=critical_batch, overlap=overlap)  # fmt: skip
+    result = plan(
+        model,
+        cluster,
+        global_batch=global_batch,
+        seq_len=seq_len,
+        critical_batch=critical_batch,
+        overlap=overlap,
+    )
     fitting = result.fitting
     if not fitting:
         raise ValueError("no configuration fits this model on this cluster")
@@ -253,10 +268,13 @@ def choose(
     second = fitting[1] if len(fitting) > 1 else None
     parts = {k: getattr(best.time, k) for k in ("tp", "cp", "ep", "pp", "bubble", "dp", "offload")}
     return Choice(
-        config=best.config, time=best.time, memory=best.memory,
+        config=best.config,
+        time=best.time,
+        memory=best.memory,
         runner_up=second.config if second else None,
         margin=second.time.total / best.time.total if second else float("inf"),
-        fitting=len(fitting), bottleneck=max(sorted(parts), key=parts.__getitem__),
+        fitting=len(fitting),
+        bottleneck=max(sorted(parts), key=parts.__getitem__),
         warning=best.warning,
-    )  # fmt: skip
+    )
     # END SOLUTION

@@ -71,8 +71,9 @@ def _run_grid(lay: Layout, cfg: LlamaConfig, pp_index: int) -> dict:
     finally:
         torch.set_default_dtype(previous)
     kind = "1f1b" if c.v == 1 else "interleaved"
-    pipeline = apply_pipeline_parallel(model, grid, schedule=kind, micro_batches=lay.micro_batches,
-                                       virtual_stages=c.v)  # fmt: skip
+    pipeline = apply_pipeline_parallel(
+        model, grid, schedule=kind, micro_batches=lay.micro_batches, virtual_stages=c.v
+    )
     del model  # this rank's chunks hold its layers
     if pipeline.stage.rank != pp_index:  # measure() joined the fake group as this stage's rank
         raise ValueError(f"this process is pipeline rank {pipeline.stage.rank}, not {pp_index}")
@@ -84,12 +85,14 @@ def _run_grid(lay: Layout, cfg: LlamaConfig, pp_index: int) -> dict:
         # attention, which is no AttentionCore -- under cp, selective recomputes nothing
         apply_torch_checkpointing(chunk, c.recompute)
         if c.cp > 1:
-            apply_context_parallel(chunk, grid.group("cp"), layout="zigzag", seq_len=lay.seq_len,
-                                   sync_grads=False)  # fmt: skip
+            apply_context_parallel(
+                chunk, grid.group("cp"), layout="zigzag", seq_len=lay.seq_len, sync_grads=False
+            )
         replicated.update(tp_replicated(chunk, tp_group))
     params = list(pipeline.named_parameters().values())  # the model's order, chunk by chunk
-    opt = ClippedZeroStage1(params, MixedAdam, grid=grid, group=grid.group("dp_cp"),
-                            replicated=replicated, lr=1e-4)  # fmt: skip
+    opt = ClippedZeroStage1(
+        params, MixedAdam, grid=grid, group=grid.group("dp_cp"), replicated=replicated, lr=1e-4
+    )
     loss_fn = tp_loss_fn(tp_group, cfg.vocab_size)
     local = lay.seq_len // c.cp  # this cp rank's tokens
     shape = (c.micro_batch, local // (c.tp if c.sp else 1), cfg.hidden)
@@ -97,8 +100,13 @@ def _run_grid(lay: Layout, cfg: LlamaConfig, pp_index: int) -> dict:
 
     def step() -> None:
         opt.zero_grad(set_to_none=False)
-        run_schedule(pipeline.schedule, pipeline.stage, batches, loss_fn=loss_fn,
-                     activation_shape=lambda _: shape)  # fmt: skip
+        run_schedule(
+            pipeline.schedule,
+            pipeline.stage,
+            batches,
+            loss_fn=loss_fn,
+            activation_shape=lambda _: shape,
+        )
         opt.step()
 
     class Stages(torch.nn.Module):
@@ -168,8 +176,9 @@ def measure(lay: Layout, pp_index: int) -> dict:
     world = c.dp * c.tp * c.pp * c.cp
     model = reduced(lay.preset, lay.layers)
     dp = c.dp // c.ep  # ep ranks taken from the dp ones (the grid's ep axis)
-    rank = GridLayout(dp=dp, pp=c.pp, cp=c.cp, ep=c.ep, tp=c.tp).rank_of(dp=0, pp=pp_index, cp=0,
-                                                                      ep=0, tp=0)  # fmt: skip
+    rank = GridLayout(dp=dp, pp=c.pp, cp=c.cp, ep=c.ep, tp=c.tp).rank_of(
+        dp=0, pp=pp_index, cp=0, ep=0, tp=0
+    )
     dist.init_process_group("fake", store=FakeStore(), rank=rank, world_size=world)
     start = time.perf_counter()
     try:

@@ -5,7 +5,8 @@ Like every topic's ``plots``, each function returns a :class:`~minitorch_dist.fi
 built without pyplot (shown once, as the cell's value or through myst-nb's ``glue``), and draws
 only what it is given or what ``minitorch_dist.precision`` computes: no number in this file is a
 fact about a format. ``import minitorch_dist.precision`` does not import this module (nor
-matplotlib); import it for the figures.
+matplotlib); import it for the figures. The formats' own figures (bit layouts, range, spacing)
+live in :mod:`minitorch_dist.precision.plots_formats`; this module re-exports them.
 """
 
 from __future__ import annotations
@@ -15,105 +16,31 @@ from collections.abc import Mapping, Sequence
 
 import torch
 from matplotlib.figure import Figure
-from matplotlib.patches import Rectangle
 
 from minitorch_dist.figures import BookFigure
-from minitorch_dist.precision.formats import FloatFormat, format_range, get_format, spacing
+from minitorch_dist.precision.formats import FloatFormat, format_range, get_format
+from minitorch_dist.precision.plots_formats import (
+    FIELD_COLORS,
+    FORMAT_COLORS,
+    plot_bit_layouts,
+    plot_ranges,
+    plot_spacing,
+)
 
-FIELD_COLORS = {"sign": "#d62728", "exponent": "#1f77b4", "mantissa": "#2ca02c"}
-FORMAT_COLORS = {
-    "fp32": "#1f77b4",
-    "tf32": "#17becf",
-    "fp16": "#ff7f0e",
-    "bf16": "#2ca02c",
-    "fp8_e4m3": "#d62728",
-    "fp8_e5m2": "#9467bd",
-}
-
-
-def _formats(formats: Sequence[str | FloatFormat]) -> list[FloatFormat]:
-    found = [get_format(f) for f in formats]
-    if not found:
-        raise ValueError("formats must name at least one format")
-    return found
-
-
-def plot_bit_layouts(formats: Sequence[str | FloatFormat]) -> Figure:
-    """One row of boxes per format, one box per bit: sign, exponent and mantissa fields."""
-    fmts = _formats(formats)
-    width = max(f.bits for f in fmts)
-    fig = BookFigure(figsize=(10, 0.55 * len(fmts) + 0.9))
-    ax = fig.add_subplot()
-    for row, f in enumerate(fmts):
-        y = len(fmts) - 1 - row
-        fields = (("sign", 1), ("exponent", f.exponent_bits), ("mantissa", f.mantissa_bits))
-        x = 0
-        for name, n in fields:
-            for _ in range(n):
-                ax.add_patch(Rectangle((x, y), 0.92, 0.8, color=FIELD_COLORS[name], alpha=0.85))
-                x += 1
-            if n > 1:
-                ax.text(x - n / 2, y + 0.4, str(n), ha="center", va="center", color="white",
-                        fontsize=9, fontweight="bold")  # fmt: skip
-        ax.text(-0.6, y + 0.4, f"{f.name} ({f.bits} bits)", ha="right", va="center", fontsize=10)
-    handles = [Rectangle((0, 0), 1, 1, color=c, alpha=0.85) for c in FIELD_COLORS.values()]
-    ax.legend(handles, list(FIELD_COLORS), loc="upper center", bbox_to_anchor=(0.5, 0.0),
-              ncol=3, frameon=False)  # fmt: skip
-    ax.set_xlim(-9, width + 0.5)
-    ax.set_ylim(-0.2, len(fmts))
-    ax.axis("off")
-    ax.set_title("Bit layouts: sign | exponent | mantissa (numbers: field widths)")
-    fig.tight_layout()
-    fig.description = "Bit layouts of " + ", ".join(
-        f"{f.name} (sign 1, exponent {f.exponent_bits}, mantissa {f.mantissa_bits} bits)"
-        for f in fmts
-    )
-    return fig
-
-
-def plot_ranges(formats: Sequence[str | FloatFormat]) -> Figure:
-    """Horizontal bars on a log2 axis: subnormals (light), then normals up to the largest value."""
-    fmts = _formats(formats)
-    fig = BookFigure(figsize=(9, 0.5 * len(fmts) + 1.2))
-    ax = fig.add_subplot()
-    for row, f in enumerate(fmts):
-        r = format_range(f)
-        lo, mid, hi = (math.log2(r[k]) for k in ("min_subnormal", "min_normal", "max"))
-        y = len(fmts) - 1 - row
-        color = FORMAT_COLORS.get(f.name, "#7f7f7f")
-        ax.barh(y, mid - lo, left=lo, color=color, alpha=0.35, height=0.6)
-        ax.barh(y, hi - mid, left=mid, color=color, alpha=0.9, height=0.6)
-        ax.text(hi + 2, y, f"max {r['max']:.3g}", va="center", fontsize=8)
-    ax.set_yticks(range(len(fmts)), [f.name for f in reversed(fmts)])
-    ax.axvline(0, color="black", lw=0.8)
-    ax.set_xlim(right=ax.get_xlim()[1] + 30)  # room for the labels
-    ax.set_xlabel("log2 |x|   (light: subnormals; dark: normal numbers up to the largest value)")
-    ax.set_title("Representable magnitudes")
-    fig.tight_layout()
-    return fig
-
-
-def plot_spacing(formats: Sequence[str | FloatFormat], lo: float = 2.0**-30, hi: float = 2.0**20,
-                 points: int = 2000) -> Figure:  # fmt: skip
-    """The gap to the next representable value against |x| (log-log), within each range."""
-    fmts = _formats(formats)
-    xs = torch.logspace(math.log10(lo), math.log10(hi), points, dtype=torch.float64)
-    fig = BookFigure(figsize=(8, 4.5))
-    ax = fig.add_subplot()
-    for f in fmts:
-        r = format_range(f)
-        x = xs[(xs >= r["min_subnormal"]) & (xs <= r["max"])]
-        ax.step(x.numpy(), spacing(x, f).numpy(), where="post", label=f.name,
-                color=FORMAT_COLORS.get(f.name, "#7f7f7f"))  # fmt: skip
-    ax.set_xscale("log", base=2)
-    ax.set_yscale("log", base=2)
-    ax.set_xlabel("|x|")
-    ax.set_ylabel("spacing to the next value")
-    ax.set_title("Precision: spacing between neighbouring values")
-    ax.legend()
-    ax.grid(alpha=0.3)
-    fig.tight_layout()
-    return fig
+__all__ = [
+    "FIELD_COLORS",
+    "FORMAT_COLORS",
+    "plot_bit_layouts",
+    "plot_fp8_errors",
+    "plot_loss_curves",
+    "plot_loss_scale",
+    "plot_lost_updates",
+    "plot_magnitudes",
+    "plot_outlier_growth",
+    "plot_ranges",
+    "plot_running_sums",
+    "plot_spacing",
+]
 
 
 def plot_loss_curves(
@@ -132,9 +59,12 @@ def plot_loss_curves(
         ax.plot(steps, finite, label=name + (" (inf/NaN)" if broke else ""), **style)
         if broke and finite:
             ax.plot(len(finite), finite[-1], "x", color="black", markersize=10)
-            ax.annotate(f"step {len(finite) + 1}: loss is {losses[len(finite)]}",
-                        (len(finite), finite[-1]), xytext=(10, -15),
-                        textcoords="offset points")  # fmt: skip
+            ax.annotate(
+                f"step {len(finite) + 1}: loss is {losses[len(finite)]}",
+                (len(finite), finite[-1]),
+                xytext=(10, -15),
+                textcoords="offset points",
+            )
     if floor is not None:
         ax.axhline(floor, color="gray", ls=":", label="entropy of the data (best possible)")
     ax.set_xlabel("step")
@@ -146,16 +76,22 @@ def plot_loss_curves(
     return fig
 
 
-def plot_loss_scale(scales: Sequence[float], skipped: Sequence[bool], *,
-                    title: str | None = None) -> Figure:  # fmt: skip
+def plot_loss_scale(
+    scales: Sequence[float], skipped: Sequence[bool], *, title: str | None = None
+) -> Figure:
     """The loss scale after every step (log2 axis), skipped steps marked in red."""
     fig = BookFigure(figsize=(8, 3.5))
     ax = fig.add_subplot()
     steps = range(1, len(scales) + 1)
     ax.step(steps, [math.log2(s) for s in scales], where="post", label="log2 of the loss scale")
     bad = [i for i, s in zip(steps, skipped) if s]
-    ax.plot(bad, [math.log2(scales[i - 1]) for i in bad], "o", color="#d62728",
-            label="inf/NaN: step skipped, scale halved")  # fmt: skip
+    ax.plot(
+        bad,
+        [math.log2(scales[i - 1]) for i in bad],
+        "o",
+        color="#d62728",
+        label="inf/NaN: step skipped, scale halved",
+    )
     ax.set_xlabel("step")
     ax.set_ylabel("log2 S")
     ax.set_title(title or "Dynamic loss scale")
@@ -165,8 +101,9 @@ def plot_loss_scale(scales: Sequence[float], skipped: Sequence[bool], *,
     return fig
 
 
-def plot_fp8_errors(magnitudes: Sequence[float], errors: Mapping[str, Sequence[float]], *,
-                    title: str | None = None) -> Figure:  # fmt: skip
+def plot_fp8_errors(
+    magnitudes: Sequence[float], errors: Mapping[str, Sequence[float]], *, title: str | None = None
+) -> Figure:
     """Relative error of an fp8 matmul against the outlier magnitude, one line per scaling."""
     fig = BookFigure(figsize=(8, 4.5))
     ax = fig.add_subplot()
@@ -183,9 +120,13 @@ def plot_fp8_errors(magnitudes: Sequence[float], errors: Mapping[str, Sequence[f
     return fig
 
 
-def plot_outlier_growth(ratios: Mapping[str, Sequence[float]], headroom: float, *,
-                        losses: Mapping[str, Sequence[float]] | None = None,
-                        title: str | None = None) -> Figure:  # fmt: skip
+def plot_outlier_growth(
+    ratios: Mapping[str, Sequence[float]],
+    headroom: float,
+    *,
+    losses: Mapping[str, Sequence[float]] | None = None,
+    title: str | None = None,
+) -> Figure:
     """Outlier ratio (amax / rms) against the training step, one line per run, under the ratio
     where per-tensor fp8 pushes typical entries into the subnormals (``headroom``); with
     ``losses`` (named "<run> <recipe>"), their loss curves on a second panel, one colour per run,
@@ -210,8 +151,14 @@ def plot_outlier_growth(ratios: Mapping[str, Sequence[float]], headroom: float, 
             run, _, recipe = name.rpartition(" ")
             first = run not in colours
             colour = colours.setdefault(run, f"C{len(colours)}")
-            right.plot(range(1, len(values) + 1), values, label=name, lw=1, color=colour,
-                       ls="-" if first else "--")  # fmt: skip
+            right.plot(
+                range(1, len(values) + 1),
+                values,
+                label=name,
+                lw=1,
+                color=colour,
+                ls="-" if first else "--",
+            )
         right.set_xlabel("training step")
         right.set_ylabel("loss (nats)")
         right.set_title("fp32 and fp8 (per tensor) loss")
@@ -221,8 +168,12 @@ def plot_outlier_growth(ratios: Mapping[str, Sequence[float]], headroom: float, 
     return fig
 
 
-def plot_running_sums(sums: Mapping[str, Sequence[float]], *, exact: Sequence[float] | None = None,
-                      title: str | None = None) -> Figure:  # fmt: skip
+def plot_running_sums(
+    sums: Mapping[str, Sequence[float]],
+    *,
+    exact: Sequence[float] | None = None,
+    title: str | None = None,
+) -> Figure:
     """Running sums (one line per accumulator precision) against the number of terms added."""
     fig = BookFigure(figsize=(8, 4))
     ax = fig.add_subplot()
@@ -239,8 +190,13 @@ def plot_running_sums(sums: Mapping[str, Sequence[float]], *, exact: Sequence[fl
     return fig
 
 
-def plot_magnitudes(values: torch.Tensor, fmt: str | FloatFormat, scales: Sequence[float] = (1.0,),
-                    *, title: str | None = None) -> Figure:  # fmt: skip
+def plot_magnitudes(
+    values: torch.Tensor,
+    fmt: str | FloatFormat,
+    scales: Sequence[float] = (1.0,),
+    *,
+    title: str | None = None,
+) -> Figure:
     """Histogram of log2 |value| (zeros left out) after multiplying by each loss scale, with the
     format's limits drawn in: left of its smallest subnormal a value becomes 0, between that and
     the smallest normal it keeps fewer bits, right of its largest value it overflows."""
@@ -254,11 +210,17 @@ def plot_magnitudes(values: torch.Tensor, fmt: str | FloatFormat, scales: Sequen
     hi = max(math.ceil(logs.max().item() + math.log2(max(scales))), math.log2(r["max"])) + 2
     bins = torch.arange(lo, hi + 0.5, 0.5).numpy()
     for s in scales:
-        ax.hist((logs + math.log2(s)).numpy(), bins=bins, alpha=0.5,
-                label=f"x S = 2^{math.log2(s):g}")  # fmt: skip
+        ax.hist(
+            (logs + math.log2(s)).numpy(), bins=bins, alpha=0.5, label=f"x S = 2^{math.log2(s):g}"
+        )
     for key, style in (("min_subnormal", ":"), ("min_normal", "--"), ("max", "-")):
-        ax.axvline(math.log2(r[key]), color="black", ls=style, lw=1,
-                   label=f"{f.name} {key.replace('_', ' ')}")  # fmt: skip
+        ax.axvline(
+            math.log2(r[key]),
+            color="black",
+            ls=style,
+            lw=1,
+            label=f"{f.name} {key.replace('_', ' ')}",
+        )
     ax.set_xlabel("log2 |value|")
     ax.set_ylabel("count")
     ax.set_title(title or f"Magnitudes against the range of {f.name}")
@@ -267,14 +229,16 @@ def plot_magnitudes(values: torch.Tensor, fmt: str | FloatFormat, scales: Sequen
     return fig
 
 
-def plot_lost_updates(sizes: Sequence[float], lost: Mapping[str, Sequence[float]], *,
-                      title: str | None = None) -> Figure:  # fmt: skip
+def plot_lost_updates(
+    sizes: Sequence[float], lost: Mapping[str, Sequence[float]], *, title: str | None = None
+) -> Figure:
     """Fraction of weights that an update of each size leaves unchanged, one line per format."""
     fig = BookFigure(figsize=(8, 4))
     ax = fig.add_subplot()
     for name, fractions in lost.items():
-        ax.plot(sizes, [100 * v for v in fractions], "o-", label=name,
-                color=FORMAT_COLORS.get(name))  # fmt: skip
+        ax.plot(
+            sizes, [100 * v for v in fractions], "o-", label=name, color=FORMAT_COLORS.get(name)
+        )
     ax.set_xscale("log")
     ax.set_xlabel("size of the update |lr * step|")
     ax.set_ylabel("weights left unchanged (%)")

@@ -137,8 +137,11 @@ class CheckpointFunction(torch.autograd.Function):
                 outputs = ctx.run_function(*inputs)
         if isinstance(outputs, torch.Tensor):
             outputs = (outputs,)
-        pairs = [(o, g) for o, g in zip(outputs, grad_outputs)
-                 if isinstance(o, torch.Tensor) and o.requires_grad and g is not None]  # fmt: skip
+        pairs = [
+            (o, g)
+            for o, g in zip(outputs, grad_outputs)
+            if isinstance(o, torch.Tensor) and o.requires_grad and g is not None
+        ]
         if pairs:
             torch.autograd.backward([o for o, _ in pairs], [g for _, g in pairs])
         grads = tuple(x.grad if isinstance(x, torch.Tensor) else None for x in inputs)

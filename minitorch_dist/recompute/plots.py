@@ -50,8 +50,9 @@ def plot_who_dominates(
                 for category in STATES:
                     value = _gib(runs[(seq, policy)][category])
                     label = category if (i, j) == (0, 0) else None
-                    ax.bar(x, value, width * 0.92, bottom=bottom, color=COLORS[category],
-                           label=label)  # fmt: skip
+                    ax.bar(
+                        x, value, width * 0.92, bottom=bottom, color=COLORS[category], label=label
+                    )
                     bottom += value
                 ax.text(x, bottom, policy, rotation=90, ha="center", va="bottom", fontsize=8)
         ax.set_xticks(range(len(seqs)), [f"s = {s:,}" for s in seqs])
@@ -82,8 +83,14 @@ def plot_policy_sweep(
         color, marker = POLICY_STYLES.get(name, ("#7f7f7f", "o"))
         ax.plot(seqs, [v / scale for v in values], marker=marker, color=color, label=name)
     for name, values in (references or {}).items():
-        ax.plot(seqs, [v / scale for v in values], linestyle="--", color="#7f7f7f", linewidth=1,
-                label=name)  # fmt: skip
+        ax.plot(
+            seqs,
+            [v / scale for v in values],
+            linestyle="--",
+            color="#7f7f7f",
+            linewidth=1,
+            label=name,
+        )
     ax.set_xlabel("sequence length s")
     ax.set_ylabel(f"stored activations ({unit})")
     ax.set_xticks(list(seqs))
@@ -100,9 +107,13 @@ def plot_segments(costs: Mapping[int, int], *, title: str | None = None) -> Figu
     fig = BookFigure(figsize=(7, 3.6), layout="constrained")
     ax = fig.add_subplot()
     ax.plot(ks, [_gib(costs[k]) for k in ks], marker=".", color="#2ca02c")
-    ax.annotate(f"best k = {best}: {format_bytes(costs[best])}", xy=(best, _gib(costs[best])),
-                xytext=(best + len(ks) * 0.12, _gib(costs[best]) * 1.6),
-                arrowprops={"arrowstyle": "->", "linewidth": 0.8}, fontsize=9)  # fmt: skip
+    ax.annotate(
+        f"best k = {best}: {format_bytes(costs[best])}",
+        xy=(best, _gib(costs[best])),
+        xytext=(best + len(ks) * 0.12, _gib(costs[best]) * 1.6),
+        arrowprops={"arrowstyle": "->", "linewidth": 0.8},
+        fontsize=9,
+    )
     ax.set_xscale("log", base=2)
     ax.set_xlabel("layers per checkpointed segment k (log scale)")
     ax.set_ylabel("peak stored activations (GiB)")

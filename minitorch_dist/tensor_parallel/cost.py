@@ -57,8 +57,13 @@ def tp_bytes(
     ``2 b s h (t - 1) / t`` more. Exact integer: ``hidden`` must divide by tp (it always does
     when the heads do), and under sp the sequence too.
     """
-    for name, value in (("micro_batch", micro_batch), ("seq_len", seq_len), ("hidden", hidden),
-                        ("tp", tp), ("bytes_per_element", bytes_per_element)):  # fmt: skip
+    for name, value in (
+        ("micro_batch", micro_batch),
+        ("seq_len", seq_len),
+        ("hidden", hidden),
+        ("tp", tp),
+        ("bytes_per_element", bytes_per_element),
+    ):
         check_int(name, value)
     check_choice("recompute", recompute, RECOMPUTE)
     check_bool("sp", sp)
@@ -108,8 +113,12 @@ def tp_activation_breakdown(
     shard, 2 b s h / t, and all-gathers it again in backward, as Megatron-LM does (Korthikanti
     et al. 2022, section 4.2.2): then every term is split by t.
     """
-    for name, value in (("micro_batch", micro_batch), ("seq_len", seq_len), ("tp", tp),
-                        ("bytes_per_element", bytes_per_element)):  # fmt: skip
+    for name, value in (
+        ("micro_batch", micro_batch),
+        ("seq_len", seq_len),
+        ("tp", tp),
+        ("bytes_per_element", bytes_per_element),
+    ):
         check_int(name, value)
     check_bool("sp", sp)
     check_divisible("heads", config.heads, "tp", tp)
@@ -139,9 +148,17 @@ def tp_activation_bytes(
     regather: bool = False,
 ) -> int:
     """Total of :func:`tp_activation_breakdown`: stored activation bytes per layer per rank."""
-    return sum(tp_activation_breakdown(config, micro_batch=micro_batch, seq_len=seq_len, tp=tp,
-                                       sp=sp, bytes_per_element=bytes_per_element,
-                                       regather=regather).values())  # fmt: skip
+    return sum(
+        tp_activation_breakdown(
+            config,
+            micro_batch=micro_batch,
+            seq_len=seq_len,
+            tp=tp,
+            sp=sp,
+            bytes_per_element=bytes_per_element,
+            regather=regather,
+        ).values()
+    )
 
 
 # The name before the naming rule (closed forms ``<technique>_bytes``, counters

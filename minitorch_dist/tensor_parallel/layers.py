@@ -47,9 +47,16 @@ class ColumnParallelLinear(nn.Module):
     """
 
     def __init__(
-        self, weight: torch.Tensor, bias: torch.Tensor | None, group: Any, *,
-        in_features: int, out_features: int, sp: bool = False, enter_region: bool = True,
-    ) -> None:  # fmt: skip
+        self,
+        weight: torch.Tensor,
+        bias: torch.Tensor | None,
+        group: Any,
+        *,
+        in_features: int,
+        out_features: int,
+        sp: bool = False,
+        enter_region: bool = True,
+    ) -> None:
         super().__init__()
         self.group, self.sp, self.enter_region = group, check_bool("sp", sp), enter_region
         self.in_features, self.out_features = in_features, out_features  # of the full layer
@@ -58,9 +65,15 @@ class ColumnParallelLinear(nn.Module):
 
     @classmethod
     def from_linear(
-        cls, linear: nn.Linear, group: Any, *, sp: bool = False, enter_region: bool = True,
-        index: int | None = None, parts: int | None = None,
-    ) -> ColumnParallelLinear:  # fmt: skip
+        cls,
+        linear: nn.Linear,
+        group: Any,
+        *,
+        sp: bool = False,
+        enter_region: bool = True,
+        index: int | None = None,
+        parts: int | None = None,
+    ) -> ColumnParallelLinear:
         """Cut rank r's contiguous block of rows out of ``linear`` (the full master weight).
 
         ``index``/``parts`` override the block (default: this rank of t): GQA with fewer kv heads
@@ -77,8 +90,15 @@ class ColumnParallelLinear(nn.Module):
         weight = linear.weight.detach()[keep].clone()  # (out/t, in)
         bias = linear.bias.detach()[keep].clone() if linear.bias is not None else None
         # END SOLUTION
-        return cls(weight, bias, group, in_features=linear.in_features,
-                   out_features=linear.out_features, sp=sp, enter_region=enter_region)  # fmt: skip
+        return cls(
+            weight,
+            bias,
+            group,
+            in_features=linear.in_features,
+            out_features=linear.out_features,
+            sp=sp,
+            enter_region=enter_region,
+        )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         # BEGIN SOLUTION lab07.2: enter the region (f, or the all-gather under sp), then multiply
@@ -88,8 +108,10 @@ class ColumnParallelLinear(nn.Module):
         # END SOLUTION
 
     def extra_repr(self) -> str:
-        return (f"in_features={self.in_features}, out_features={self.out_features} "
-                f"(this rank: {self.weight.shape[0]}), sp={self.sp}")  # fmt: skip
+        return (
+            f"in_features={self.in_features}, out_features={self.out_features} "
+            f"(this rank: {self.weight.shape[0]}), sp={self.sp}"
+        )
 
 
 class RowParallelLinear(nn.Module):
@@ -97,9 +119,15 @@ class RowParallelLinear(nn.Module):
     partial sums reduced over the group (reduce-scattered along s under sp)."""
 
     def __init__(
-        self, weight: torch.Tensor, bias: torch.Tensor | None, group: Any, *,
-        in_features: int, out_features: int, sp: bool = False,
-    ) -> None:  # fmt: skip
+        self,
+        weight: torch.Tensor,
+        bias: torch.Tensor | None,
+        group: Any,
+        *,
+        in_features: int,
+        out_features: int,
+        sp: bool = False,
+    ) -> None:
         super().__init__()
         self.group, self.sp = group, check_bool("sp", sp)
         self.in_features, self.out_features = in_features, out_features  # of the full layer
@@ -117,8 +145,14 @@ class RowParallelLinear(nn.Module):
         weight = linear.weight.detach()[:, r * cols : (r + 1) * cols].clone()  # (out, in/t)
         bias = linear.bias.detach().clone() if linear.bias is not None else None
         # END SOLUTION
-        return cls(weight, bias, group, in_features=linear.in_features,
-                   out_features=linear.out_features, sp=sp)  # fmt: skip
+        return cls(
+            weight,
+            bias,
+            group,
+            in_features=linear.in_features,
+            out_features=linear.out_features,
+            sp=sp,
+        )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         # BEGIN SOLUTION lab07.2: partial product, reduce (g, or reduce-scatter under sp), bias once
@@ -128,5 +162,7 @@ class RowParallelLinear(nn.Module):
         # END SOLUTION
 
     def extra_repr(self) -> str:
-        return (f"in_features={self.in_features} (this rank: {self.weight.shape[1]}), "
-                f"out_features={self.out_features}, sp={self.sp}")  # fmt: skip
+        return (
+            f"in_features={self.in_features} (this rank: {self.weight.shape[1]}), "
+            f"out_features={self.out_features}, sp={self.sp}"
+        )

@@ -138,8 +138,9 @@ def parallelize_block(
     else:  # t = m * kv_heads: rank r keeps a copy of kv head r // m, the one its q heads read
         index = r // (t // attn.kv_heads)
         for name in ("wk", "wv"):
-            layer = ColumnParallelLinear.from_linear(getattr(attn, name), group, index=index,
-                                                     parts=attn.kv_heads, **column)  # fmt: skip
+            layer = ColumnParallelLinear.from_linear(
+                getattr(attn, name), group, index=index, parts=attn.kv_heads, **column
+            )
             sum_replica_grads(layer.weight, group, index, attn.kv_heads)
             setattr(attn, name, layer)
     attn.wo = RowParallelLinear.from_linear(attn.wo, group, sp=sp)
@@ -188,8 +189,9 @@ def apply_tensor_parallel(
     for block in model.layers:
         parallelize_block(block, group, sp=sp, regather=regather)
     if getattr(model, "embed", None) is not None:
-        model.embed = VocabParallelEmbedding.from_embedding(model.embed, group,
-                                                            multiple=vocab_multiple, sp=sp)  # fmt: skip
+        model.embed = VocabParallelEmbedding.from_embedding(
+            model.embed, group, multiple=vocab_multiple, sp=sp
+        )
     if getattr(model, "head", None) is not None:
         model.head = vocab_parallel_head(model.head, group, multiple=vocab_multiple, sp=sp)
     model.tp_group, model.sp = group, sp
@@ -209,10 +211,15 @@ def tp_shards(model_config: Any, rank: int, tp: int) -> dict[str, Shard]:
     shards = {"embed.weight": Shard(0, rank, tp), "head.weight": Shard(0, rank, tp)}
     for i in range(model_config.layers):
         p = f"layers.{i}."
-        shards |= {p + "attn.wq.weight": Shard(0, rank, tp), p + "attn.wk.weight": kv_shard,
-                   p + "attn.wv.weight": kv_shard, p + "attn.wo.weight": Shard(1, rank, tp),
-                   p + "mlp.w1.weight": Shard(0, rank, tp), p + "mlp.w3.weight": Shard(0, rank, tp),
-                   p + "mlp.w2.weight": Shard(1, rank, tp)}  # fmt: skip
+        shards |= {
+            p + "attn.wq.weight": Shard(0, rank, tp),
+            p + "attn.wk.weight": kv_shard,
+            p + "attn.wv.weight": kv_shard,
+            p + "attn.wo.weight": Shard(1, rank, tp),
+            p + "mlp.w1.weight": Shard(0, rank, tp),
+            p + "mlp.w3.weight": Shard(0, rank, tp),
+            p + "mlp.w2.weight": Shard(1, rank, tp),
+        }
     return shards
 
 
@@ -222,7 +229,8 @@ def tp_loss_fn(group: Any, vocab_size: int | None) -> Any:
     group = tp_group_of(group)
 
     def loss_fn(local_logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-        return vocab_parallel_cross_entropy(local_logits, targets, group,
-                                            vocab_size=vocab_size).mean()  # fmt: skip
+        return vocab_parallel_cross_entropy(
+            local_logits, targets, group, vocab_size=vocab_size
+        ).mean()
 
     return loss_fn

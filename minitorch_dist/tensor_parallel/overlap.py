@@ -45,9 +45,17 @@ def _check_rates(bandwidth: float, flops: float, alpha: float) -> None:
 
 
 def tp_backward_timeline(
-    config: Any, *, micro_batch: int, seq_len: int, tp: int, bandwidth: float, flops: float,
-    alpha: float = 0.0, bytes_per_element: int = 2, overlap: bool = True,
-) -> dict[str, Any]:  # fmt: skip
+    config: Any,
+    *,
+    micro_batch: int,
+    seq_len: int,
+    tp: int,
+    bandwidth: float,
+    flops: float,
+    alpha: float = 0.0,
+    bytes_per_element: int = 2,
+    overlap: bool = True,
+) -> dict[str, Any]:
     """One layer's backward on one tensor-parallel rank: ``events`` (a list of
     :data:`Event`), ``total`` seconds, ``compute`` (sum of the products), ``comm`` (sum of the
     all-reduces) and ``exposed = total - compute``. ``overlap=True``: each region's all-reduce
@@ -59,8 +67,16 @@ def tp_backward_timeline(
     _check_rates(bandwidth, flops, alpha)
     bs, h, f, t = micro_batch * seq_len, config.hidden, config.ffn_hidden, tp
     kv = kv_heads_per_rank(config.kv_heads, t) * config.head_dim  # k and v columns per rank
-    nbytes = tp_comm_bytes(micro_batch=micro_batch, seq_len=seq_len, hidden=h, tp=t,
-                           bytes_per_element=bytes_per_element) / 4  # fmt: skip
+    nbytes = (
+        tp_comm_bytes(
+            micro_batch=micro_batch,
+            seq_len=seq_len,
+            hidden=h,
+            tp=t,
+            bytes_per_element=bytes_per_element,
+        )
+        / 4
+    )
     all_reduce = 2 * (t - 1) * alpha + nbytes / bandwidth
     gemm = lambda k, n: 2 * bs * k * n / flops  # noqa: E731  (bs x k) @ (k x n)
     core = 4 * micro_batch * seq_len * seq_len * h / t / flops  # causal scores, 2x the forward
@@ -85,8 +101,13 @@ def tp_backward_timeline(
         now = max(now, comm_end)  # the norm before the region needs the summed dX
     compute = sum(e[3] - e[2] for e in events if e[0] == "compute")
     comm = sum(e[3] - e[2] for e in events if e[0] == "comm")
-    return {"events": events, "total": now, "compute": compute, "comm": comm,
-            "exposed": now - compute}  # fmt: skip
+    return {
+        "events": events,
+        "total": now,
+        "compute": compute,
+        "comm": comm,
+        "exposed": now - compute,
+    }
 
 
 def collective_matmul(
@@ -104,8 +125,10 @@ def collective_matmul(
         if not value >= 0:
             raise ValueError(f"{name} must be >= 0 seconds, got {value}")
     if not decompose or tp == 1:
-        events = [("comm", "all-gather", 0.0, gather_seconds),
-                  ("compute", "product", gather_seconds, gather_seconds + gemm_seconds)]  # fmt: skip
+        events = [
+            ("comm", "all-gather", 0.0, gather_seconds),
+            ("compute", "product", gather_seconds, gather_seconds + gemm_seconds),
+        ]
         total = gather_seconds + gemm_seconds
         return {"events": events, "total": total, "exposed": total - gemm_seconds}
     g, c = gemm_seconds / tp, gather_seconds / (tp - 1)

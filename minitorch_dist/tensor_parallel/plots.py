@@ -34,8 +34,16 @@ def plot_tp_activations(
         heights = [row[1][term] / 1024 for row in rows]
         ax.bar(xs, heights, bottom=bottoms, color=colour, label=label, width=0.6)
         bottoms = [b + h for b, h in zip(bottoms, heights)]
-    ax.scatter(xs, [row[2] / 1024 for row in rows], marker="_", s=900, color="black",
-               linewidths=2, zorder=3, label="measured (tracker)")  # fmt: skip
+    ax.scatter(
+        xs,
+        [row[2] / 1024 for row in rows],
+        marker="_",
+        s=900,
+        color="black",
+        linewidths=2,
+        zorder=3,
+        label="measured (tracker)",
+    )
     ax.set_xticks(list(xs), [row[0] for row in rows])
     ax.set_ylabel("KiB stored per layer, per rank")
     ax.set_title(title)

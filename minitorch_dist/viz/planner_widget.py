@@ -45,11 +45,15 @@ def _memory_table(memory: dict[str, int], device: int) -> str:
     rows = []
     for part in (*PARTS, "total"):
         nbytes = memory[part]
-        bar = (f'<div style="background:{COLORS.get(part, "#444444")};height:0.9em;'
-               f'width:{100 * nbytes / scale:.2f}%;min-width:1px"></div>')  # fmt: skip
-        rows.append(f'<tr data-part="{part}" data-bytes="{nbytes}"><td>{part}</td>'
-                    f"<td style='text-align:right'>{html.escape(format_bytes(nbytes))}</td>"
-                    f'<td style="width:45%">{bar}</td></tr>')  # fmt: skip
+        bar = (
+            f'<div style="background:{COLORS.get(part, "#444444")};height:0.9em;'
+            f'width:{100 * nbytes / scale:.2f}%;min-width:1px"></div>'
+        )
+        rows.append(
+            f'<tr data-part="{part}" data-bytes="{nbytes}"><td>{part}</td>'
+            f"<td style='text-align:right'>{html.escape(format_bytes(nbytes))}</td>"
+            f'<td style="width:45%">{bar}</td></tr>'
+        )
     return f"<table>{''.join(rows)}</table>"
 
 
@@ -69,21 +73,27 @@ def render_config(result: Plan, config: ParallelConfig, *, top: int = 5) -> str:
     else:
         memory = peak_memory(model, config, **kw)
         fits = memory["total"] <= cluster.memory_bytes
-        parts.append(f'<p data-valid="true" data-fits="{str(fits).lower()}" '
-                     f'data-stage="{memory["stage"]}">peak on stage {memory["stage"]}: '
-                     f"{html.escape(format_bytes(memory['total']))} of "
-                     f"{html.escape(format_bytes(cluster.memory_bytes))} -- "
-                     f"{'fits' if fits else 'does NOT fit'}</p>")  # fmt: skip
+        parts.append(
+            f'<p data-valid="true" data-fits="{str(fits).lower()}" '
+            f'data-stage="{memory["stage"]}">peak on stage {memory["stage"]}: '
+            f"{html.escape(format_bytes(memory['total']))} of "
+            f"{html.escape(format_bytes(cluster.memory_bytes))} -- "
+            f"{'fits' if fits else 'does NOT fit'}</p>"
+        )
         parts.append(_memory_table(memory, cluster.memory_bytes))
         t = step_time(model, cluster, config, **kw)
         times = ", ".join(f"{p} {getattr(t, p):.3f} s" for p in TIME_PARTS if getattr(t, p))
         rank = result.rank_of(config) if fits else None
-        parts.append(f'<p data-total="{t.total!r}" data-rank="{rank}">step {t.total:.3f} s '
-                     f"({times}); MFU {t.mfu:.1%}; rank {rank or '-'} of "
-                     f"{len(result.fitting):,} that fit</p>")  # fmt: skip
-    rows = "".join(f"<li>{html.escape(r.config.label())}: {r.time.total:.3f} s, MFU "
-                   f"{r.time.mfu:.1%}, {html.escape(format_bytes(r.memory['total']))}</li>"
-                   for r in result.fitting[:top])  # fmt: skip
+        parts.append(
+            f'<p data-total="{t.total!r}" data-rank="{rank}">step {t.total:.3f} s '
+            f"({times}); MFU {t.mfu:.1%}; rank {rank or '-'} of "
+            f"{len(result.fitting):,} that fit</p>"
+        )
+    rows = "".join(
+        f"<li>{html.escape(r.config.label())}: {r.time.total:.3f} s, MFU "
+        f"{r.time.mfu:.1%}, {html.escape(format_bytes(r.memory['total']))}</li>"
+        for r in result.fitting[:top]
+    )
     parts.append(f'<p>the planner\'s top {top}:</p><ol class="ranking">{rows}</ol>')
     return "".join(parts)
 
@@ -131,12 +141,26 @@ class PlannerWidget(Controls):
         cluster = Cluster.from_preset(v["cluster"], v["gpus"])
         key = (v["model"], v["cluster"], v["gpus"], v["global_batch"], v["seq_len"])
         if key not in self._plans:
-            self._plans[key] = plan(v["model"], cluster, global_batch=v["global_batch"],
-                                    seq_len=v["seq_len"])  # fmt: skip
+            self._plans[key] = plan(
+                v["model"], cluster, global_batch=v["global_batch"], seq_len=v["seq_len"]
+            )
         self.plan = self._plans[key]
         dp = max(1, v["gpus"] // (v["tp"] * v["pp"] * v["cp"]))
-        knobs = {k: v[k] for k in ("tp", "sp", "cp", "pp", "v", "ep", "zero", "recompute",
-                                   "micro_batch", "offload")}  # fmt: skip
+        knobs = {
+            k: v[k]
+            for k in (
+                "tp",
+                "sp",
+                "cp",
+                "pp",
+                "v",
+                "ep",
+                "zero",
+                "recompute",
+                "micro_batch",
+                "offload",
+            )
+        }
         self.config = ParallelConfig(dp=dp, **knobs)
         self.view.value = render_config(self.plan, self.config)
 

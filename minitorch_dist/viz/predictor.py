@@ -40,8 +40,9 @@ def render_prediction(result: dict[str, int], *, device_bytes: int | None = None
         nbytes = result[category]
         color = COLORS.get(category, "#444444")
         width = 100.0 * nbytes / scale
-        bar = (f'<div style="background:{color};height:0.9em;width:{width:.2f}%;'
-               'min-width:1px"></div>')  # fmt: skip
+        bar = (
+            f'<div style="background:{color};height:0.9em;width:{width:.2f}%;min-width:1px"></div>'
+        )
         weight = "font-weight:bold;" if category == "total" else ""
         label = "CPU (offloaded)" if category == "cpu" else category
         rows.append(
@@ -53,10 +54,12 @@ def render_prediction(result: dict[str, int], *, device_bytes: int | None = None
     verdict = ""
     if device_bytes:
         fits = result["total"] <= device_bytes
-        verdict = (f"<p data-fits=\"{str(fits).lower()}\">{'fits' if fits else 'does NOT fit'} "
-                   f"in {html.escape(format_bytes(device_bytes))} per device "
-                   f"({100 * result['total'] / device_bytes:.0f}% of it), before temporary "
-                   "buffers and fragmentation</p>")  # fmt: skip
+        verdict = (
+            f'<p data-fits="{str(fits).lower()}">{"fits" if fits else "does NOT fit"} '
+            f"in {html.escape(format_bytes(device_bytes))} per device "
+            f"({100 * result['total'] / device_bytes:.0f}% of it), before temporary "
+            "buffers and fragmentation</p>"
+        )
     header = "<tr><th>per rank</th><th>bytes</th><th></th><th></th></tr>"
     return f'<table class="memory-prediction">{header}{"".join(rows)}</table>{verdict}'
 
@@ -101,7 +104,7 @@ class MemoryPredictor(Controls):
                 options=[(RECIPE_LABELS[r], r) for r in RECIPES],
                 value="mixed",
                 description="recipe",
-            ),  # fmt: skip
+            ),
             "offload": w.Checkbox(value=False, description="offload optimizer states to CPU"),
             "device_gib": w.BoundedFloatText(value=80, min=1, max=4096, description="device GiB"),
         }

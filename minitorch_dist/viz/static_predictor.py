@@ -28,8 +28,11 @@ def _live_inputs(values: dict[str, Any]) -> dict[str, Any]:
 
 def predict_for_controls(values: dict[str, str]) -> dict[str, int]:
     """Deprecated: ``live_result("predictor", inputs)["bytes"]`` (ValueError as before)."""
-    warnings.warn("predict_for_controls is deprecated: use minitorch_dist.viz.live_result",
-                  DeprecationWarning, stacklevel=2)  # fmt: skip
+    warnings.warn(
+        "predict_for_controls is deprecated: use minitorch_dist.viz.live_result",
+        DeprecationWarning,
+        stacklevel=2,
+    )
     from minitorch_dist.viz.live import live_result
 
     result = live_result("predictor", _live_inputs(values))
@@ -40,8 +43,11 @@ def predict_for_controls(values: dict[str, str]) -> dict[str, int]:
 
 def static_predictor_html(**initial: Any) -> str:
     """Deprecated: ``live_html("predictor", **initial)``, the predictor that runs in the page."""
-    warnings.warn("static_predictor_html is deprecated: use minitorch_dist.viz.live_html.live_html",
-                  DeprecationWarning, stacklevel=2)  # fmt: skip
+    warnings.warn(
+        "static_predictor_html is deprecated: use minitorch_dist.viz.live_html.live_html",
+        DeprecationWarning,
+        stacklevel=2,
+    )
     from minitorch_dist.viz.live_html import live_html
 
     return live_html("predictor", **_live_inputs(initial))

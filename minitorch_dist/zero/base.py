@@ -115,16 +115,21 @@ class ZeroOptimizer(torch.optim.Optimizer):
         if len(kinds) != 1 or not next(iter(kinds))[1].is_floating_point:
             raise ValueError(f"trainable parameters must share one device and float dtype: {kinds}")
         check_start(self, optimizer_class, optimizer_kwargs, sync_params)  # weights, class
-        self.units, self._unit_group = make_units(self.model, self.param_groups,
-                                                  self._shards_per_unit(), units,
-                                                  param_groups is not None)  # fmt: skip
+        self.units, self._unit_group = make_units(
+            self.model, self.param_groups, self._shards_per_unit(), units, param_groups is not None
+        )
         self._reduced = False  # set by reduce_gradients() (clipping), cleared by step()
         mark([p for u in self.units for p in u.params], self, f"ZeRO stage {self.stage}")
         with torch.no_grad():
             self._setup()
         self._inner_group = sorted(set(self._unit_group))  # the outer group of each inner one
-        inner = [{**self._hyper(g), "params": [u.shard for u, ug in zip(self.units,
-                  self._unit_group) if ug == g]} for g in self._inner_group]  # fmt: skip
+        inner = [
+            {
+                **self._hyper(g),
+                "params": [u.shard for u, ug in zip(self.units, self._unit_group) if ug == g],
+            }
+            for g in self._inner_group
+        ]
         if offload:
             from minitorch_dist.zero.offload import CpuOffloadAdam
 
@@ -267,8 +272,11 @@ class ZeroOptimizer(torch.optim.Optimizer):
     def full_parameters(self) -> dict[str, torch.Tensor]:
         """A copy of every trainable parameter, whole, by qualified name."""
         with self.gathered(), torch.no_grad():
-            return {name: view.clone() for u in self.units
-                    for name, view in zip(u.names, u.views(u.full))}  # fmt: skip
+            return {
+                name: view.clone()
+                for u in self.units
+                for name, view in zip(u.names, u.views(u.full))
+            }
 
     def state_tensors(self) -> dict[str, list[torch.Tensor]]:
         """The tensors this rank keeps between steps, by category (params, grads, optimizer)."""

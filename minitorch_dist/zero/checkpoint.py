@@ -58,12 +58,15 @@ def _check(model: nn.Module, optimizer: Any, sharded: bool = False) -> None:
     """ZeRO-3 keeps different shards under the same names on every rank, which DCP would take
     for replicated tensors and write once: only the full state of ``apply_zero3`` is saved."""
     if getattr(optimizer, "stage", None) == 3 or (sharded and hasattr(model, "zero3")):
-        raise ValueError("ZeRO-3 is saved as apply_zero3(model) with sharded=False only: its "
-                         "shards have the same names on every rank")  # fmt: skip
+        raise ValueError(
+            "ZeRO-3 is saved as apply_zero3(model) with sharded=False only: its "
+            "shards have the same names on every rank"
+        )
 
 
-def _flatten(model: nn.Module, optimizer: Any, step: int, sharded: bool, rank: int,
-             world_size: int) -> dict[str, Any]:  # fmt: skip
+def _flatten(
+    model: nn.Module, optimizer: Any, step: int, sharded: bool, rank: int, world_size: int
+) -> dict[str, Any]:
     """One flat dict of tensors (DCP's unit) plus pickled bytes for everything else."""
     zero3 = hasattr(model, "zero3")  # apply_zero3: gather the model and its optimizer whole
     model_sd, full = model.zero3_state_dict(optimizer) if zero3 else (model.state_dict(), None)
@@ -86,8 +89,14 @@ def _flatten(model: nn.Module, optimizer: Any, step: int, sharded: bool, rank: i
             for name, value in state.items():
                 flat[f"optim/{i}/{name}"] = value
         groups = full["param_groups"]
-    meta = {"step": step, "world_size": world_size, "sharded": sharded, "param_groups": groups,
-            "zero3": zero3, "optimizer": optimizer is not None}  # fmt: skip
+    meta = {
+        "step": step,
+        "world_size": world_size,
+        "sharded": sharded,
+        "param_groups": groups,
+        "zero3": zero3,
+        "optimizer": optimizer is not None,
+    }
     flat["meta"] = pickle.dumps(meta)
     return flat
 
@@ -153,16 +162,22 @@ def _check_keys(ckpt: Path, model_sd: dict[str, Any], model: nn.Module, strict: 
     missing = sorted(set(want) - set(model_sd))
     extra = sorted(set(model_sd) - set(want))
     if missing and hasattr(model, "zero3"):
-        raise ValueError(f"{ckpt} lacks keys {missing} of the apply_zero3 model: its flat "
-                         "shards are loaded whole or not at all")  # fmt: skip
+        raise ValueError(
+            f"{ckpt} lacks keys {missing} of the apply_zero3 model: its flat "
+            "shards are loaded whole or not at all"
+        )
     if (missing or extra) and strict:
-        raise ValueError(f"{ckpt} does not match the model (strict): missing keys {missing}, "
-                         f"unexpected keys {extra}; load_checkpoint(..., strict=False) loads "
-                         "the keys both have")  # fmt: skip
+        raise ValueError(
+            f"{ckpt} does not match the model (strict): missing keys {missing}, "
+            f"unexpected keys {extra}; load_checkpoint(..., strict=False) loads "
+            "the keys both have"
+        )
     for k in sorted(set(want) & set(model_sd)):
         if want[k] is not None and tuple(getattr(model_sd[k], "shape", ())) != tuple(want[k]):
-            raise ValueError(f"{ckpt}: {k} has shape {tuple(model_sd[k].shape)} in the "
-                             f"checkpoint, {tuple(want[k])} in the model")  # fmt: skip
+            raise ValueError(
+                f"{ckpt}: {k} has shape {tuple(model_sd[k].shape)} in the "
+                f"checkpoint, {tuple(want[k])} in the model"
+            )
     return extra
 
 
@@ -170,8 +185,9 @@ def _find(path: str | os.PathLike, group: dist.ProcessGroup | None) -> Path:
     """Rank 0 resolves ``latest`` (falling back, and warning why, on every rank); every rank
     checks its share of the files' checksums."""
     root = Path(path)
-    ckpt, reasons = files.agreed(lambda: files.resolve(root) if dist.get_rank(group) == 0 else None,
-                                 group)[0]  # fmt: skip
+    ckpt, reasons = files.agreed(
+        lambda: files.resolve(root) if dist.get_rank(group) == 0 else None, group
+    )[0]
     if ckpt is None:
         why = f": {'; '.join(reasons)}" if reasons else ""
         raise ValueError(f"no complete checkpoint under {root}{why}")
@@ -205,13 +221,17 @@ def load_checkpoint(
     if optimizer is not None and not meta.get("optimizer", True):
         raise ValueError(f"{ckpt} holds the model only: load it with optimizer=None")
     if optimizer is not None and meta["sharded"] and meta["world_size"] != world_size:
-        raise ValueError(f"{ckpt} holds optimizer shards of world_size={meta['world_size']} "
-                         f"ranks, this run has world_size={world_size}: a sharded checkpoint "
-                         "cannot be resharded (save it with sharded=False)")  # fmt: skip
+        raise ValueError(
+            f"{ckpt} holds optimizer shards of world_size={meta['world_size']} "
+            f"ranks, this run has world_size={world_size}: a sharded checkpoint "
+            "cannot be resharded (save it with sharded=False)"
+        )
     zero3 = meta.get("zero3", False)
     if zero3 != hasattr(model, "zero3"):
-        raise ValueError(f"{ckpt} was saved {'with' if zero3 else 'without'} apply_zero3: "
-                         "load it into a model built the same way")  # fmt: skip
+        raise ValueError(
+            f"{ckpt} was saved {'with' if zero3 else 'without'} apply_zero3: "
+            "load it into a model built the same way"
+        )
     keys = [k for k in meta_data if k.startswith("model/")]
     if optimizer is not None:
         keys += [k for k in meta_data if k.startswith("optim/")]
@@ -243,6 +263,7 @@ def load_checkpoint(
         local["optimizer"]["state"] = _nest(template, f"optim_r{rank}")
         optimizer.load_local_state_dict(local)
     else:
-        optimizer.load_state_dict({"state": _nest(template, "optim"),
-                                   "param_groups": meta["param_groups"]})  # fmt: skip
+        optimizer.load_state_dict(
+            {"state": _nest(template, "optim"), "param_groups": meta["param_groups"]}
+        )
     return meta["step"]

@@ -98,8 +98,9 @@ def hash_files(directory: Path, rank: int) -> dict[str, dict[str, Any]]:
     mine = [n for n in names if n.startswith(f"__{rank}_")]
     if rank == 0:
         mine += [n for n in names if not re.match(r"^__\d+_", n)]
-    return {n: {"bytes": (directory / n).stat().st_size, "sha256": _sha256(directory / n)}
-            for n in mine}  # fmt: skip
+    return {
+        n: {"bytes": (directory / n).stat().st_size, "sha256": _sha256(directory / n)} for n in mine
+    }
 
 
 def prepare(root: Path, step: int) -> str:
@@ -174,10 +175,12 @@ def verify(directory: Path, rank: int, world_size: int) -> None:
             raise ValueError(f"{path} is missing: {directory} is corrupt (its {MARKER} lists it)")
         size = path.stat().st_size
         if size != want["bytes"] or _sha256(path) != want["sha256"]:
-            raise ValueError(f"checksum mismatch in {path}: {size} bytes, sha256 "
-                             f"{_sha256(path)[:16]}..., saved as {want['bytes']} bytes, sha256 "
-                             f"{want['sha256'][:16]}...; the checkpoint is corrupt (delete "
-                             f"{directory} to load the previous complete one)")  # fmt: skip
+            raise ValueError(
+                f"checksum mismatch in {path}: {size} bytes, sha256 "
+                f"{_sha256(path)[:16]}..., saved as {want['bytes']} bytes, sha256 "
+                f"{want['sha256'][:16]}...; the checkpoint is corrupt (delete "
+                f"{directory} to load the previous complete one)"
+            )
 
 
 def _note(exc: BaseException, text: str) -> None:
@@ -232,6 +235,9 @@ def first_cause(what: str) -> Iterator[None]:
             exc.__traceback__ = None
         except Exception:  # noqa: BLE001 - an exception that does not copy
             exc = RuntimeError(f"{type(cause).__name__}: {cause}")
-        _note(exc, f"(torch.distributed.checkpoint.{what} failed on ranks {sorted(e.failures)}; "
-                   f"this is rank {rank}'s error)")  # fmt: skip
+        _note(
+            exc,
+            f"(torch.distributed.checkpoint.{what} failed on ranks {sorted(e.failures)}; "
+            f"this is rank {rank}'s error)",
+        )
         raise exc from e

@@ -62,9 +62,11 @@ def _grads(obj: Any) -> tuple[list[torch.Tensor], list[torch.Tensor], Any]:
             if p.grad is not None:
                 (disjoint if getattr(p, "_zero3_piece", False) else replicated).append(p.grad)
         return disjoint, replicated, engine.group
-    raise ValueError("clip_grad_norm_ takes a ZeRO optimizer (ZeroStage0-3) or a model made by "
-                     f"apply_zero3, got {type(obj).__name__}: for anything else use "
-                     "torch.nn.utils.clip_grad_norm_")  # fmt: skip
+    raise ValueError(
+        "clip_grad_norm_ takes a ZeRO optimizer (ZeroStage0-3) or a model made by "
+        f"apply_zero3, got {type(obj).__name__}: for anything else use "
+        "torch.nn.utils.clip_grad_norm_"
+    )
 
 
 def _power_sum(tensors: list[torch.Tensor], p: float, device: Any) -> torch.Tensor:
@@ -86,8 +88,9 @@ def grad_norm(obj: Any, norm_type: float = 2.0) -> torch.Tensor:
     disjoint, replicated, group = _grads(obj)
     first = (disjoint + replicated + [torch.zeros(())])[0]
     local = _power_sum(disjoint, p, first.device)
-    dist.all_reduce(local, op=dist.ReduceOp.MAX if math.isinf(p) else dist.ReduceOp.SUM,
-                    group=group)  # fmt: skip
+    dist.all_reduce(
+        local, op=dist.ReduceOp.MAX if math.isinf(p) else dist.ReduceOp.SUM, group=group
+    )
     once = _power_sum(replicated, p, first.device)
     total = torch.maximum(local, once) if math.isinf(p) else (local + once) ** (1.0 / p)
     return total.to(first.dtype)
@@ -108,14 +111,17 @@ def scale_grads_(grads: list[torch.Tensor], max_norm: float, total_norm: torch.T
         g.mul_(coef.to(g.device, g.dtype))
 
 
-def clip_grad_norm_(obj: Any, max_norm: float, norm_type: float = 2.0,
-                    error_if_nonfinite: bool = False) -> torch.Tensor:  # fmt: skip
+def clip_grad_norm_(
+    obj: Any, max_norm: float, norm_type: float = 2.0, error_if_nonfinite: bool = False
+) -> torch.Tensor:
     """``torch.nn.utils.clip_grad_norm_`` for ZeRO: clip the gradients of a ZeRO optimizer
     (stage 0-3) or of a model made by ``apply_zero3`` by the norm of the whole model (every rank
     calls it, after the last backward and before the step); returns that norm, as torch does."""
     total = grad_norm(obj, norm_type)
     if error_if_nonfinite and not torch.isfinite(total):
-        raise RuntimeError(f"the total norm of order {norm_type} of the gradients is "
-                           "non-finite, so it cannot be clipped")  # fmt: skip
+        raise RuntimeError(
+            f"the total norm of order {norm_type} of the gradients is "
+            "non-finite, so it cannot be clipped"
+        )
     clip_grads_with_norm_(obj, max_norm, total)
     return total

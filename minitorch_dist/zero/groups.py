@@ -37,8 +37,10 @@ def make_groups(
         if units is not None:
             raise ValueError("units= picks modules: pass the model, not its parameters")
         if param_groups is not None:
-            raise ValueError("param_groups= goes with a model; without one pass the groups "
-                             "as the first argument, as torch.optim takes them")  # fmt: skip
+            raise ValueError(
+                "param_groups= goes with a model; without one pass the groups "
+                "as the first argument, as torch.optim takes them"
+            )
         groups = list(params)
         if groups and not isinstance(groups[0], dict):
             groups = [{"params": groups}]
@@ -64,8 +66,9 @@ def make_groups(
         raise ValueError("a parameter appears in more than one param group")
     missing = [names[id(p)] for p in trainable if id(p) not in set(listed)]
     if cover and missing:
-        raise ValueError(f"param_groups must hold every trainable parameter of the model; "
-                         f"missing: {missing[:3]}")  # fmt: skip
+        raise ValueError(
+            f"param_groups must hold every trainable parameter of the model; missing: {missing[:3]}"
+        )
     return model, groups
 
 
@@ -98,8 +101,9 @@ def make_units(
     return out, owner
 
 
-def check_start(opt: Any, optimizer_class: type, optimizer_kwargs: dict[str, Any],
-                sync_params: bool | None) -> None:  # fmt: skip
+def check_start(
+    opt: Any, optimizer_class: type, optimizer_kwargs: dict[str, Any], sync_params: bool | None
+) -> None:
     """Before anything is flattened: the optimizer class is elementwise (unless the stage says
     not to check), and every rank holds the same parameters and buffers (or rank 0's are
     broadcast). Fake tensors (measure.py's 70B models) have no data: the probe runs on the CPU
@@ -119,8 +123,9 @@ def check_start(opt: Any, optimizer_class: type, optimizer_kwargs: dict[str, Any
 
 def check_arguments(optimizer_class: Any, offload: Any, sync_params: Any) -> None:
     """The ZeRO optimizers' own arguments (``ValueError`` naming the one that is wrong)."""
-    if not (isinstance(optimizer_class, type)
-            and issubclass(optimizer_class, torch.optim.Optimizer)):  # fmt: skip
+    if not (
+        isinstance(optimizer_class, type) and issubclass(optimizer_class, torch.optim.Optimizer)
+    ):
         raise ValueError(
             f"optimizer_class must be a torch.optim.Optimizer subclass, got {optimizer_class!r}"
         )

@@ -50,8 +50,9 @@ def owner_of(t: torch.Tensor) -> str | None:
     return found[1] if found is not None and found[0]() is not None else None
 
 
-def _guarded_clip(parameters: Any, max_norm: float, total_norm: torch.Tensor,
-                  foreach: bool | None = None) -> None:  # fmt: skip
+def _guarded_clip(
+    parameters: Any, max_norm: float, total_norm: torch.Tensor, foreach: bool | None = None
+) -> None:
     params = [parameters] if isinstance(parameters, torch.Tensor) else list(parameters)
     for p in params:
         what = owner_of(p)
@@ -77,15 +78,22 @@ def install() -> None:
     utils.clip_grads_with_norm_ = _guarded_clip
 
 
-def _probe_run(optimizer_class: type, kwargs: dict[str, Any], pieces: bool,
-               device: torch.device, dtype: torch.dtype) -> tuple[torch.Tensor, list]:  # fmt: skip
+def _probe_run(
+    optimizer_class: type,
+    kwargs: dict[str, Any],
+    pieces: bool,
+    device: torch.device,
+    dtype: torch.dtype,
+) -> tuple[torch.Tensor, list]:
     gen = torch.Generator().manual_seed(0)
     value = torch.randn(3, 4, generator=gen, dtype=torch.float64)
     grads = [torch.randn(3, 4, generator=gen, dtype=torch.float64) for _ in range(2)]
     cut = [(0, 5), (5, 12)] if pieces else [(0, 12)]
     shape = (lambda n: (n,)) if pieces else (lambda n: (3, 4))
-    params = [torch.nn.Parameter(value.reshape(-1)[a:b].reshape(shape(b - a)).to(device, dtype))
-              for a, b in cut]  # fmt: skip
+    params = [
+        torch.nn.Parameter(value.reshape(-1)[a:b].reshape(shape(b - a)).to(device, dtype))
+        for a, b in cut
+    ]
     opt = optimizer_class(params, **kwargs)
     for g in grads:
         for p, (a, b) in zip(params, cut):
@@ -95,9 +103,14 @@ def _probe_run(optimizer_class: type, kwargs: dict[str, Any], pieces: bool,
     return out, [(tuple(p.shape), k, v) for p in params for k, v in opt.state[p].items()]
 
 
-def check_elementwise(optimizer_class: type, kwargs: dict[str, Any],
-                      device: torch.device | str = "cpu", dtype: torch.dtype = torch.float64,
-                      *, strict: bool = True) -> None:  # fmt: skip
+def check_elementwise(
+    optimizer_class: type,
+    kwargs: dict[str, Any],
+    device: torch.device | str = "cpu",
+    dtype: torch.dtype = torch.float64,
+    *,
+    strict: bool = True,
+) -> None:
     """Raise ``ValueError`` unless ``optimizer_class(**kwargs)`` updates each element on its own
     (see the module docstring): what sharding a parameter's values into pieces requires. If the
     probe cannot run (an optimizer that needs a closure, say): an error, or with ``strict=False``
@@ -106,8 +119,13 @@ def check_elementwise(optimizer_class: type, kwargs: dict[str, Any],
         _check(optimizer_class, kwargs, torch.device(device), dtype, strict)
 
 
-def _check(optimizer_class: type, kwargs: dict[str, Any], device: torch.device,
-           dtype: torch.dtype, strict: bool) -> None:  # fmt: skip
+def _check(
+    optimizer_class: type,
+    kwargs: dict[str, Any],
+    device: torch.device,
+    dtype: torch.dtype,
+    strict: bool,
+) -> None:
     name = getattr(optimizer_class, "__name__", str(optimizer_class))
     try:
         whole, state = _probe_run(optimizer_class, kwargs, False, device, dtype)
@@ -116,8 +134,10 @@ def _check(optimizer_class: type, kwargs: dict[str, Any], device: torch.device,
         if not strict:
             warnings.warn(f"ZeRO could not check that {name} is elementwise: {e}", stacklevel=3)
             return
-        raise ValueError(f"ZeRO could not check that {name} is elementwise (it runs it on a "
-                         f"3 x 4 probe parameter): {type(e).__name__}: {e}") from e  # fmt: skip
+        raise ValueError(
+            f"ZeRO could not check that {name} is elementwise (it runs it on a "
+            f"3 x 4 probe parameter): {type(e).__name__}: {e}"
+        ) from e
     for shape, key, value in state:
         if isinstance(value, torch.Tensor) and value.numel() > 1 and tuple(value.shape) != shape:
             raise ValueError(
@@ -129,9 +149,11 @@ def _check(optimizer_class: type, kwargs: dict[str, Any], device: torch.device,
     tol = 1e-10 if dtype == torch.float64 else 1e-4
     if not torch.allclose(whole, cut, rtol=tol, atol=tol):
         err = (whole - cut).abs().max().item()
-        raise ValueError(f"{name} updates a parameter cut into pieces differently from the whole "
-                         f"parameter (max difference {err:.3g} on a 3 x 4 probe): ZeRO shards "
-                         "only optimizers whose update is elementwise")  # fmt: skip
+        raise ValueError(
+            f"{name} updates a parameter cut into pieces differently from the whole "
+            f"parameter (max difference {err:.3g} on a 3 x 4 probe): ZeRO shards "
+            "only optimizers whose update is elementwise"
+        )
 
 
 install()  # on import: every ZeRO object marks its parameters through this module

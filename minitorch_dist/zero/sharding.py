@@ -66,9 +66,13 @@ class FlatUnit:
     """
 
     def __init__(
-        self, module: nn.Module, name: str, params: Sequence[nn.Parameter], names: Sequence[str],
+        self,
+        module: nn.Module,
+        name: str,
+        params: Sequence[nn.Parameter],
+        names: Sequence[str],
         world_size: int,
-    ) -> None:  # fmt: skip
+    ) -> None:
         self.module, self.name = module, name
         self.params, self.names = list(params), list(names)
         self.world_size = world_size
@@ -83,8 +87,10 @@ class FlatUnit:
         self.shard: nn.Parameter | None = None
 
     def __repr__(self) -> str:
-        return (f"FlatUnit({self.name or '<root>'!r}, {len(self.params)} tensors, "
-                f"numel={self.numel}, shard={self.shard_numel} x {self.world_size})")  # fmt: skip
+        return (
+            f"FlatUnit({self.name or '<root>'!r}, {len(self.params)} tensors, "
+            f"numel={self.numel}, shard={self.shard_numel} x {self.world_size})"
+        )
 
     def shard_range(self, rank: int) -> tuple[int, int]:
         """[start, stop) of rank ``rank``'s shard in the flat buffer."""
@@ -175,7 +181,7 @@ def build_units(
     return [
         FlatUnit(
             module, prefix, [p for _, p in owned[prefix]], [n for n, _ in owned[prefix]], world_size
-        )  # fmt: skip
+        )
         for prefix, module in prefixes
         if owned[prefix]
     ]

@@ -33,8 +33,10 @@ def _param_index(opt: Any) -> dict[int, int]:
 
 
 def _groups(opt: Any, index: dict[int, int]) -> list[dict[str, Any]]:
-    return [{**opt._hyper(g), "params": [index[id(p)] for p in group["params"]]}
-            for g, group in enumerate(opt.param_groups)]  # fmt: skip
+    return [
+        {**opt._hyper(g), "params": [index[id(p)] for p in group["params"]]}
+        for g, group in enumerate(opt.param_groups)
+    ]
 
 
 def _elementwise(name: str, value: Any) -> bool:
@@ -65,11 +67,14 @@ def full_state_dict(opt: Any) -> dict[str, Any]:
             elif not _elementwise(name, value) and (
                 not isinstance(value, torch.Tensor) or value.numel() == 1
             ):
-                pieces = [value.clone() if isinstance(value, torch.Tensor) else value
-                          for _ in unit.params]  # fmt: skip
+                pieces = [
+                    value.clone() if isinstance(value, torch.Tensor) else value for _ in unit.params
+                ]
             else:
-                raise ValueError(f"state {name!r} of {opt.optimizer_class.__name__} is not "
-                                 "elementwise: ZeRO shards only elementwise states")  # fmt: skip
+                raise ValueError(
+                    f"state {name!r} of {opt.optimizer_class.__name__} is not "
+                    "elementwise: ZeRO shards only elementwise states"
+                )
             for p, piece in zip(unit.params, pieces):
                 state.setdefault(index[id(p)], {})[name] = piece
     return {"state": state, "param_groups": _groups(opt, index)}
@@ -110,17 +115,24 @@ def load_full_state_dict(opt: Any, state_dict: dict[str, Any]) -> None:
             else:
                 loaded[name] = value
         inner_state[k] = loaded
-    groups = [{**opt._hyper(g), "params": [k for k, ug in enumerate(opt._unit_group) if ug == g]}
-              for g in opt._inner_group]  # inner parameter k: the shard of unit k  # fmt: skip
+    groups = [
+        {**opt._hyper(g), "params": [k for k, ug in enumerate(opt._unit_group) if ug == g]}
+        for g in opt._inner_group
+    ]  # inner parameter k: the shard of unit k
     opt.inner.load_state_dict({"state": inner_state, "param_groups": groups})
 
 
 def local_state_dict(opt: Any) -> dict[str, Any]:
     """This rank's shard of the state (the inner optimizer's), tagged with the world size."""
     _check(opt)
-    return {"world_size": opt.world_size, "rank": opt.rank, "stage": opt.stage,
-            "shards": [u.shard_numel for u in opt.units], "optimizer": opt.inner.state_dict(),
-            "param_groups": [opt._hyper(g) for g in range(len(opt.param_groups))]}  # fmt: skip
+    return {
+        "world_size": opt.world_size,
+        "rank": opt.rank,
+        "stage": opt.stage,
+        "shards": [u.shard_numel for u in opt.units],
+        "optimizer": opt.inner.state_dict(),
+        "param_groups": [opt._hyper(g) for g in range(len(opt.param_groups))],
+    }
 
 
 def load_local_state_dict(opt: Any, state_dict: dict[str, Any]) -> None:
@@ -128,12 +140,16 @@ def load_local_state_dict(opt: Any, state_dict: dict[str, Any]) -> None:
     _check(opt)
     saved = state_dict["world_size"]
     if saved != opt.world_size:
-        raise ValueError(f"a local (sharded) state dict saved on world_size={saved} ranks cannot "
-                         f"load on world_size={opt.world_size}: resharding needs the full "
-                         "state_dict() / load_state_dict()")  # fmt: skip
+        raise ValueError(
+            f"a local (sharded) state dict saved on world_size={saved} ranks cannot "
+            f"load on world_size={opt.world_size}: resharding needs the full "
+            "state_dict() / load_state_dict()"
+        )
     if state_dict["rank"] != opt.rank or state_dict["shards"] != [u.shard_numel for u in opt.units]:
-        raise ValueError(f"this local state dict belongs to rank {state_dict['rank']} with shards "
-                         f"{state_dict['shards']}, not to rank {opt.rank}")  # fmt: skip
+        raise ValueError(
+            f"this local state dict belongs to rank {state_dict['rank']} with shards "
+            f"{state_dict['shards']}, not to rank {opt.rank}"
+        )
     for group, hyper in zip(opt.param_groups, state_dict["param_groups"]):
         group.update(hyper)
     opt.inner.load_state_dict(state_dict["optimizer"])

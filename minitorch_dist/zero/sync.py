@@ -32,8 +32,9 @@ def fingerprint(tensors: Sequence[torch.Tensor]) -> torch.Tensor:
 
 
 @torch.no_grad()
-def check_or_sync_params(named: Sequence[tuple[str, torch.Tensor]],
-                         group: dist.ProcessGroup | None, sync: bool | None) -> None:  # fmt: skip
+def check_or_sync_params(
+    named: Sequence[tuple[str, torch.Tensor]], group: dist.ProcessGroup | None, sync: bool | None
+) -> None:
     """Broadcast rank 0's values of ``named`` (parameters, then buffers: ``(label, tensor)``
     with labels such as ``"parameter 'w'"``) over ``group`` (``sync``), or raise ``ValueError``
     naming the first one that differs from rank 0's on some rank (every rank raises);

@@ -35,9 +35,18 @@ from minitorch_dist.zero import zero_optimizer
 __all__ = ["UNEVEN", "compare_with_reference", "make_batches", "rank_rows"]
 
 # hidden 30 = 3 heads x 10: Psi = 30 x 1157, which is 2 mod 4 (the norm's 30 weights pad at N = 4)
-UNEVEN = LlamaConfig(name="tiny-uneven", vocab_size=256, hidden=30, layers=2, heads=3,
-                     kv_heads=1, ffn_hidden=80, max_seq_len=64, norm_eps=1e-5,
-                     rope_theta=10000.0)  # fmt: skip
+UNEVEN = LlamaConfig(
+    name="tiny-uneven",
+    vocab_size=256,
+    hidden=30,
+    layers=2,
+    heads=3,
+    kv_heads=1,
+    ffn_hidden=80,
+    max_seq_len=64,
+    norm_eps=1e-5,
+    rope_theta=10000.0,
+)
 
 rank_rows = rank_batch  # the name chapter 6 and lab 6 use: a rank's rows of (inputs, targets)
 
@@ -55,15 +64,32 @@ def _full_parameters(model: nn.Module, opt: Any) -> dict[str, torch.Tensor]:
 
 
 def _train_rank(
-    rank: int, world_size: int, stage: int, model_fn: Callable, batches: list, lr: float,
-    seed: int, loss_fn: Callable, options: dict, optimizer_class: type, grad_acc: int,
-) -> Run:  # fmt: skip
+    rank: int,
+    world_size: int,
+    stage: int,
+    model_fn: Callable,
+    batches: list,
+    lr: float,
+    seed: int,
+    loss_fn: Callable,
+    options: dict,
+    optimizer_class: type,
+    grad_acc: int,
+) -> Run:
     torch.manual_seed(seed)  # the same initial model on every rank
     model = model_fn()
     opt = zero_optimizer(model, stage, optimizer_class, lr=lr, **options)
-    return run_training(model, opt, batches, loss_fn=loss_fn, rank=rank, world_size=world_size,
-                        grad_acc=grad_acc, grads=lambda m, o: {},
-                        weights=_full_parameters)  # fmt: skip
+    return run_training(
+        model,
+        opt,
+        batches,
+        loss_fn=loss_fn,
+        rank=rank,
+        world_size=world_size,
+        grad_acc=grad_acc,
+        grads=lambda m, o: {},
+        weights=_full_parameters,
+    )
 
 
 def compare_with_reference(
@@ -99,19 +125,47 @@ def compare_with_reference(
     """
     if batches is None:
         batches = make_batches(vocab, global_batch, seq_len, steps, seed)
-    ref = reference_run(model_fn, _optimizer(optimizer_class, lr), batches, seed=seed,
-                        loss_fn=loss_fn, grad_acc=grad_acc)  # fmt: skip
-    runs = launch(_train_rank, world_size, stage, model_fn, batches, lr, seed, loss_fn,
-                  options, optimizer_class, grad_acc, timeout=timeout)  # fmt: skip
+    ref = reference_run(
+        model_fn,
+        _optimizer(optimizer_class, lr),
+        batches,
+        seed=seed,
+        loss_fn=loss_fn,
+        grad_acc=grad_acc,
+    )
+    runs = launch(
+        _train_rank,
+        world_size,
+        stage,
+        model_fn,
+        batches,
+        lr,
+        seed,
+        loss_fn,
+        options,
+        optimizer_class,
+        grad_acc,
+        timeout=timeout,
+    )
     result = compare(runs[0].weights, ref.weights)
     return {
-        "max_abs_error": result.max_abs_error, "worst": result.worst, "errors": result.errors,
-        "zero": runs[0].weights, "reference": ref.weights, "zero_losses": runs[0].losses,
-        "reference_losses": ref.losses, "runs": runs, "reference_run": ref,
-    }  # fmt: skip
+        "max_abs_error": result.max_abs_error,
+        "worst": result.worst,
+        "errors": result.errors,
+        "zero": runs[0].weights,
+        "reference": ref.weights,
+        "zero_losses": runs[0].losses,
+        "reference_losses": ref.losses,
+        "runs": runs,
+        "reference_run": ref,
+    }
 
 
 def assert_zero_matches(result: dict[str, Any], *, atol: float, rtol: float) -> None:
     """Every rank's weights and the mean of the ranks' losses against the reference."""
-    assert_runs_match(result["runs"], result["reference_run"], check=("losses", "weights"),
-                      tolerance={"atol": atol, "rtol": rtol})  # fmt: skip
+    assert_runs_match(
+        result["runs"],
+        result["reference_run"],
+        check=("losses", "weights"),
+        tolerance={"atol": atol, "rtol": rtol},
+    )

@@ -100,8 +100,9 @@ def _average_ignored(engine: _Engine) -> None:
     ps = engine.ignored
     if not ps:
         return
-    flat = torch.cat([(p.grad if p.grad is not None else torch.zeros_like(p)).reshape(-1)
-                      for p in ps])  # fmt: skip
+    flat = torch.cat(
+        [(p.grad if p.grad is not None else torch.zeros_like(p)).reshape(-1) for p in ps]
+    )
     dist.all_reduce(flat, group=engine.group)
     flat.div_(engine.world_size)
     offset = 0
@@ -152,8 +153,16 @@ def apply_zero3(
     sharded = [p for p in model.parameters() if p.requires_grad and id(p) not in skip]
     if not sharded:
         raise ValueError("apply_zero3 needs a trainable parameter that is not ignored")
-    engine = _Engine(model, torch.optim.SGD, lr=0.0, group=group, units=units, prefetch=prefetch,
-                     param_groups=[{"params": sharded}], sync_params=sync_params)  # fmt: skip
+    engine = _Engine(
+        model,
+        torch.optim.SGD,
+        lr=0.0,
+        group=group,
+        units=units,
+        prefetch=prefetch,
+        param_groups=[{"params": sharded}],
+        sync_params=sync_params,
+    )
     engine.ignored = [p for p in ignored if p.requires_grad]
     policy = mp_policy or MixedPrecision(reduce_dtype=None)
     compute = policy.param_dtype or engine.units[0].params[0].dtype

@@ -69,8 +69,10 @@ class Zero3Module:
                     for pc, start, s in zip(u.pieces, u.starts, per):
                         if key in s:
                             if s[key].shape != pc.shape:
-                                raise ValueError(f"state {key!r} is not elementwise: ZeRO-3 "
-                                                 "shards only elementwise states")  # fmt: skip
+                                raise ValueError(
+                                    f"state {key!r} is not elementwise: ZeRO-3 "
+                                    "shards only elementwise states"
+                                )
                             flat[start : start + pc.numel()] = s[key].reshape(-1)
                     pieces = self._gather(u, flat)
                 else:
@@ -80,44 +82,57 @@ class Zero3Module:
         names = {id(p): n for n, p in self.named_parameters()}
         for p in self.zero3.ignored:
             if p in optimizer.state:
-                state[names[id(p)]] = {k: v.clone() if isinstance(v, torch.Tensor) else v
-                                       for k, v in optimizer.state[p].items()}  # fmt: skip
+                state[names[id(p)]] = {
+                    k: v.clone() if isinstance(v, torch.Tensor) else v
+                    for k, v in optimizer.state[p].items()
+                }
         return model, {"state": state, "param_groups": optimizer.state_dict()["param_groups"]}
 
     def _check_load(self, model: dict, optim: dict | None, optimizer: Any) -> None:
         """Raise ``ValueError`` naming the first key that cannot load; change nothing."""
         whole = {n: tuple(p.shape) for u in self.zero3.units for n, p in zip(u.names, u.params)}
         aliases = self._piece_names() - set(whole)
-        rest = {k: tuple(v.shape) for k, v in self.state_dict().items()
-                if k not in whole and k not in aliases}  # fmt: skip
+        rest = {
+            k: tuple(v.shape)
+            for k, v in self.state_dict().items()
+            if k not in whole and k not in aliases
+        }
         expected = {**whole, **rest}
         missing = [k for k in expected if k not in model]
         extra = [k for k in model if k not in expected and k not in aliases]
         if missing or extra:
-            raise ValueError(f"the model state does not match the model: missing {missing[:5]}, "
-                             f"unexpected {extra[:5]}")  # fmt: skip
+            raise ValueError(
+                f"the model state does not match the model: missing {missing[:5]}, "
+                f"unexpected {extra[:5]}"
+            )
         for k, shape in expected.items():
             if tuple(model[k].shape) != shape:
-                raise ValueError(f"parameter {k!r} has shape {tuple(model[k].shape)} in the "
-                                 f"state, {shape} in the model")  # fmt: skip
+                raise ValueError(
+                    f"parameter {k!r} has shape {tuple(model[k].shape)} in the "
+                    f"state, {shape} in the model"
+                )
         if optim is None or optimizer is None:
             return
         sizes = [len(g["params"]) for g in optimizer.param_groups]
         saved = [len(g["params"]) for g in optim["param_groups"]]
         if saved != sizes:
-            raise ValueError(f"the optimizer state has param groups of {saved} parameters, the "
-                             f"optimizer {sizes}")  # fmt: skip
+            raise ValueError(
+                f"the optimizer state has param groups of {saved} parameters, the optimizer {sizes}"
+            )
         for name, entries in optim["state"].items():
             if name not in expected:
                 raise ValueError(f"the optimizer state names {name!r}, not a parameter")
             for key, value in entries.items():
                 if _elementwise(key, value) and tuple(value.shape) != expected[name]:
-                    raise ValueError(f"optimizer state {key!r} of {name!r} has shape "
-                                     f"{tuple(value.shape)}, the parameter {expected[name]}")  # fmt: skip
+                    raise ValueError(
+                        f"optimizer state {key!r} of {name!r} has shape "
+                        f"{tuple(value.shape)}, the parameter {expected[name]}"
+                    )
 
     @torch.no_grad()
-    def load_zero3_state_dict(self, model: dict, optim: dict | None = None,
-                              optimizer: Any = None) -> None:  # fmt: skip
+    def load_zero3_state_dict(
+        self, model: dict, optim: dict | None = None, optimizer: Any = None
+    ) -> None:
         """Load what :meth:`zero3_state_dict` returned (on any number of ranks): each rank
         keeps its pieces. Everything is validated before anything is written (a ``ValueError``
         names the key). No communication."""
@@ -140,9 +155,14 @@ class Zero3Module:
             entry = optim["state"].get(name)
             if not entry:
                 continue
-            state[i] = {k: (v.reshape(-1)[span[0] : span[1]].view(p.shape).clone()
-                            if span is not None and _elementwise(k, v) else v)
-                        for k, v in entry.items()}  # fmt: skip
+            state[i] = {
+                k: (
+                    v.reshape(-1)[span[0] : span[1]].view(p.shape).clone()
+                    if span is not None and _elementwise(k, v)
+                    else v
+                )
+                for k, v in entry.items()
+            }
         optimizer.load_state_dict({"state": state, "param_groups": optim["param_groups"]})
 
     def gather_full_params(self) -> dict[str, torch.Tensor]:
@@ -182,11 +202,13 @@ def _check_step(optimizer: torch.optim.Optimizer, args: Any, kwargs: Any) -> Non
     that its update is elementwise (:func:`~minitorch_dist.zero.guard.check_elementwise`)."""
     if optimizer in _CHECKED:
         return
-    pieces = [p for g in optimizer.param_groups for p in g["params"]
-              if getattr(p, "_zero3_piece", False)]  # fmt: skip
+    pieces = [
+        p for g in optimizer.param_groups for p in g["params"] if getattr(p, "_zero3_piece", False)
+    ]
     if pieces:
-        check_elementwise(type(optimizer), _kwargs(optimizer), pieces[0].device,
-                          pieces[0].dtype, strict=False)  # fmt: skip
+        check_elementwise(
+            type(optimizer), _kwargs(optimizer), pieces[0].device, pieces[0].dtype, strict=False
+        )
     _CHECKED.add(optimizer)
 
 
