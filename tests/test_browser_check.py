@@ -14,16 +14,23 @@ from minitorch_dist.course import browser_check_live as bcl
 CHROMIUM_MISSING = not Path(bc.CHROMIUM).exists()
 
 WIDGET = """
-<div data-live="predictor" data-state="ready" data-inputs='{"zero_stage":0,"dp":1}'
+<div data-live="predictor" data-state="static" data-inputs='{"zero_stage":0,"dp":1}'
      data-result='{"kind":"predictor","total":10010}'>
   <select data-control="zero_stage"><option value="0" selected>0</option><option value="1">1</option>
     <option value="3">3</option></select>
   <select data-control="dp"><option value="1" selected>1</option><option value="8">8</option></select>
-  <p class="live-status"></p>
+  <p class="live-status"></p><div class="live-output">total 10010</div>
 </div>
 """
-# A stand-in for live.js: answers synchronously (no Pyodide) with fake_live's arithmetic.
-LIVE = """<script>
+# A stand-in for live.js that starts at once and answers nothing.
+STARTS = """<script>
+for (const box of document.querySelectorAll('[data-live]')) box.setAttribute('data-state', 'ready');
+</script>"""
+# A stand-in for live.js: starts at once, answers synchronously (no Pyodide) with fake_live's
+# arithmetic.
+LIVE = (
+    STARTS
+    + """<script>
 for (const box of document.querySelectorAll('[data-live]')) {
   box.addEventListener('change', () => {
     const v = {};
@@ -33,6 +40,7 @@ for (const box of document.querySelectorAll('[data-live]')) {
   });
 }
 </script>"""
+)
 
 
 def fake_live(kind: str, inputs: dict) -> dict:
@@ -137,14 +145,32 @@ def test_colab_button_to_markdown_or_missing_notebook(browser, tmp_path):
 
 
 def test_widget_that_never_starts(browser, tmp_path):
-    static = WIDGET.replace('data-state="ready"', 'data-state="static"')
-    only(check(browser, tmp_path, static + LIVE), "not ready 0 s after scrolling into view")
-    error = WIDGET.replace('data-state="ready"', 'data-state="error"')
-    only(check(browser, tmp_path, error + LIVE), "Python did not start")
+    only(check(browser, tmp_path, WIDGET), "not ready 0 s after scrolling into view")
+    error = STARTS.replace("'ready'", "'error'")
+    only(check(browser, tmp_path, WIDGET + error), "Python did not start")
+
+
+def test_widget_driven_from_file_urls_offline(browser, tmp_path):
+    """The widgets run in a page opened from file://: one that starts only over http fails, and
+    so does one that reaches for the network."""
+    http_only = STARTS.replace("for (const", "if (location.protocol !== 'file:') for (const")
+    only(check(browser, tmp_path, WIDGET + http_only), "not ready 0 s after scrolling into view")
+    fetching = '<script>fetch("https://cdn.example.org/pyodide.js").catch(() => 0)</script>'
+    fails = check(browser, tmp_path, WIDGET + LIVE + fetching)
+    assert "page.html: requested https://cdn.example.org/pyodide.js from file://" in fails
+
+
+def test_widget_without_its_build_time_answer(browser, tmp_path):
+    """With scripts off a widget shows what was computed at build time: a page that only has an
+    answer once its script ran fails."""
+    started = WIDGET.replace('data-state="static"', 'data-state="ready"')
+    only(check(browser, tmp_path, started + LIVE), "with scripts off: data-state is 'ready'")
+    empty = WIDGET.replace("total 10010", "")
+    only(check(browser, tmp_path, empty + LIVE), "with scripts off: shows no answer")
 
 
 def test_dead_widget(browser, tmp_path):
-    only(check(browser, tmp_path, WIDGET), "not ready 0 s after setting zero_stage=")
+    only(check(browser, tmp_path, WIDGET + STARTS), "not ready 0 s after setting zero_stage=")
 
 
 def test_widget_against_a_wrong_python(browser, tmp_path):
@@ -153,7 +179,8 @@ def test_widget_against_a_wrong_python(browser, tmp_path):
 
     fails = check(browser, tmp_path, WIDGET + LIVE, live=wrong)
     only(fails, "the page shows total unlike Python")
-    assert len(fails) == 3  # the first answer and after each of the two changes
+    # the first answer, after each of the two changes, and the build-time one with scripts off
+    assert len(fails) == 4 and "with scripts off" in fails[-1]
 
 
 def test_widget_answering_later_is_waited_for(browser, tmp_path, monkeypatch):
@@ -190,7 +217,7 @@ def test_widget_with_a_disabled_control(browser, tmp_path):
     only(check(browser, tmp_path, frozen + LIVE), "cannot set zero_stage=")
 
 
-@pytest.mark.parametrize("page, kind", [(bc.CHAPTER_1, "predictor"), (bc.CHAPTER_11, "planner")])
+@pytest.mark.parametrize("page, kind", list(bc.LIVE_PAGES.items()))
 def test_chapters_without_their_widget(browser, tmp_path, page, kind):
     fails = check(browser, tmp_path, "<p>only a chart</p>", name=page)
     assert fails == [f'{page}: no [data-live="{kind}"]: the {kind} is dead without a kernel']

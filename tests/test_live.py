@@ -3,6 +3,7 @@ the planner's own functions, its refusals, and the HTML the chapters display."""
 
 from __future__ import annotations
 
+import base64
 import html
 import json
 import random
@@ -13,8 +14,8 @@ import pytest
 from minitorch_dist.figures import COLORS
 from minitorch_dist.memory import predict
 from minitorch_dist.planner import Cluster, ParallelConfig, peak_memory, plan, step_time, validate
-from minitorch_dist.viz import live_result
-from minitorch_dist.viz.live import controls, defaults
+from minitorch_dist.viz import live, live_result
+from minitorch_dist.viz.live import controls, defaults, live_steps
 from minitorch_dist.viz.live_html import COLORS as LIVE_COLORS
 from minitorch_dist.viz.live_html import live_html, render_live
 
@@ -114,8 +115,11 @@ def test_the_pages_python_runs_from_the_zip_alone(tmp_path):
 
     from minitorch_dist.viz.live_html import write_assets
 
-    script, archive = write_assets(tmp_path / "live")
+    script, archive, data = write_assets(tmp_path / "live")
     assert "loadPyodide" in script.read_text()
+    head = '(self.minitorchLiveFiles = self.minitorchLiveFiles || {})["minitorch_dist.zip"] = '
+    entry = json.loads(data.read_text().removeprefix(head).removesuffix(";\n"))
+    assert base64.b64decode(entry["base64"]) == archive.read_bytes()  # what file:// pages read
     zipfile.ZipFile(archive).extractall(tmp_path / "py")
     cases = [("predictor", {"preset": "llama-3-70b", "zero_stage": 3, "offload": True}),
              ("planner", {"model": "llama-3-8b", "gpus": 16, "tp": 2, "pp": 2}),
@@ -128,3 +132,65 @@ def test_the_pages_python_runs_from_the_zip_alone(tmp_path):
                          text=True, timeout=300)  # fmt: skip
     assert run.returncode == 0, run.stderr[-2000:]
     assert json.loads(run.stdout) == [json.loads(json.dumps(live_result(k, i))) for k, i in cases]
+
+
+@pytest.mark.parametrize(
+    "problem",
+    [
+        ("llama-3-70b", "dgx-h100", 64, 256, 4096),
+        ("llama-3-8b", "dgx-h100", 16, 64, 8192),
+        ("mixtral-8x7b", "dgx-h100", 32, 128, 4096),
+    ],
+)
+def test_the_ranking_in_parts_is_plans(problem, monkeypatch):
+    """The page ranks a new problem one (tp, pp) part at a time: the rows, ranked, are plan()'s,
+    in plan()'s order; the parts cover every layout pair once, and counting goes up."""
+    monkeypatch.setattr(live, "_plans", type(live._plans)())
+    model, cluster, gpus, batch, seq = problem
+    steps = list(live._plan_parts(*problem))
+    want = plan(model, Cluster.from_preset(cluster, gpus), global_batch=batch, seq_len=seq)
+    assert live._plans[problem].rows == want.rows
+    assert [k for k, _, _ in steps] == list(range(1, len(steps) + 1)) and len(steps) > 3
+    assert {n for _, n, _ in steps} == {len(steps)} and steps[-1][2] == len(want.rows)
+    assert list(live._plan_parts(*problem)) == []  # cached: nothing left to rank
+
+
+def test_live_steps_end_with_live_result(monkeypatch):
+    monkeypatch.setattr(live, "_plans", type(live._plans)())
+    inputs = {"model": "llama-3-8b", "gpus": 16, "tp": 2, "pp": 2}
+    steps = list(live_steps("planner", inputs))
+    assert len(steps) > 2 and all(set(s) == {"done", "parts", "configurations"} for s in steps[:-1])
+    assert steps[-1] == {"result": live_result("planner", inputs)}
+    assert list(live_steps("planner", {**inputs, "tp": 4})) == [
+        {"result": live_result("planner", {**inputs, "tp": 4})}
+    ]  # same problem: no ranking again
+    for kind, bad in (("planner", {"tp": 3}), ("predictor", {"dp": 8}), ("oracle", {})):
+        assert list(live_steps(kind, bad)) == [{"result": live_result(kind, bad)}]
+
+
+def test_plans_cache_keeps_the_latest(monkeypatch):
+    monkeypatch.setattr(live, "_plans", type(live._plans)())
+    monkeypatch.setattr(live, "PLANS", 2)
+    for gpus in (8, 16, 8, 32):
+        live._plan("llama-3-8b", "dgx-h100", gpus, 64, 4096)
+    assert [p[2] for p in live._plans] == [8, 32]
+
+
+def test_the_pages_script_parses_and_needs_no_network(tmp_path):
+    """live.js is valid JavaScript (node --check, where node is installed), names no host, and
+    has no "file:// cannot start" excuse left: it runs from file:// (the browser check drives it)."""
+    import shutil
+    import subprocess
+
+    from minitorch_dist.viz.live_js import LIVE_JS
+
+    assert "http://" not in LIVE_JS and "https://" not in LIVE_JS
+    assert "file:" not in LIVE_JS and "new Worker(" in LIVE_JS
+    node = shutil.which("node")
+    if node is None:
+        pytest.skip("node is not installed")
+    (tmp_path / "live.js").write_text(LIVE_JS)
+    run = subprocess.run(
+        [node, "--check", str(tmp_path / "live.js")], capture_output=True, text=True, timeout=60
+    )
+    assert run.returncode == 0, run.stderr

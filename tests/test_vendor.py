@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import io
+import json
 import re
 import tarfile
 import urllib.error
@@ -19,6 +20,7 @@ import pytest
 
 from minitorch_dist import vendor
 from minitorch_dist.vendor import Package, VendorError
+from minitorch_dist.viz.live_data import data_script
 
 yaml = pytest.importorskip("yaml")  # the book's tooling, not in a student's install
 
@@ -148,6 +150,49 @@ def test_ensure_writes_once_per_pin(offline, monkeypatch, tmp_path):
         vendor.ensure(dest, quiet=True)
 
 
+def _run_data_script(script: str) -> dict:
+    """The entry a data script files under self.minitorchLiveFiles (read back in Python)."""
+    head = "(self.minitorchLiveFiles = self.minitorchLiveFiles || {})["
+    assert script.startswith(head) and script.endswith(";\n")
+    name, _, body = script[len(head) : -2].partition("] = ")
+    return {json.loads(name): json.loads(body)}
+
+
+def test_data_scripts_carry_the_exact_bytes():
+    """What the page reads from file:// (classic scripts): binary files base64, module and JSON
+    text as text, each with its sha256 and size."""
+    blob = bytes(range(256)) * 3 + b"\x00"
+    got = _run_data_script(data_script("pyodide.asm.wasm", blob))["pyodide.asm.wasm"]
+    assert base64.b64decode(got["base64"]) == blob and "text" not in got
+    assert got["sha256"] == hashlib.sha256(blob).hexdigest() and got["size"] == len(blob)
+    src = 'export default function f() { return "é</script>"; }\n'
+    got = _run_data_script(data_script("m.mjs", src.encode()))["m.mjs"]
+    assert got["text"] == src and "base64" not in got
+    assert "text" in _run_data_script(data_script("a.js", b"1;"))["a.js"]
+    assert data_script("m.mjs", src.encode()).isascii()
+
+
+def test_pyodide_is_vendored_as_data_scripts(offline, monkeypatch, tmp_path):
+    """The pyodide package's big files become <name>.js data scripts (the raw files dropped);
+    a missing one fails the vendoring."""
+    files = {f"package/{n}": f"{n} bytes".encode() for n in vendor.PYODIDE_DATA}
+    files["package/README.md"] = b"not kept"
+    data = _tarball(files)
+    pkg = Package("pyodide", "0.0.1", _sri(data), dest="pyodide", keep=vendor.PYODIDE_DATA)
+    offline["served"] = data
+    monkeypatch.setattr(vendor, "PACKAGES", (pkg,))
+    monkeypatch.setattr(vendor, "URLS", {})
+    dest = tmp_path / "_static" / "vendor"
+    vendor.ensure(dest, quiet=True)
+    got = sorted(p.name for p in (dest / "pyodide").iterdir())
+    assert got == sorted([".vendored", *(f"{n}.js" for n in vendor.PYODIDE_DATA)])
+    wasm = _run_data_script((dest / "pyodide" / "pyodide.asm.wasm.js").read_text())
+    assert base64.b64decode(wasm["pyodide.asm.wasm"]["base64"]) == b"pyodide.asm.wasm bytes"
+    (dest / "pyodide" / "python_stdlib.zip.js").unlink()
+    with pytest.raises(VendorError, match="python_stdlib.zip.js is missing"):
+        vendor.ensure(dest, quiet=True)
+
+
 def test_pins_are_the_versions_the_book_tools_ask_for():
     """The versions myst-nb's default nb_ipywidgets_js and Sphinx's default mathjax_path load
     from CDNs are the ones vendored."""
@@ -190,5 +235,8 @@ def test_vendored_files_when_built(tmp_path):
         pytest.skip("no _vendor/vendor yet: run python -m minitorch_dist.vendor")
     for url in vendor.URLS.values():
         assert (static.parent / url).stat().st_size > 500, url
+    for name in vendor.PYODIDE_DATA:  # the page reads these, from file:// too
+        assert (static / "pyodide" / f"{name}.js").stat().st_size > 10_000, name
+        assert not (static / "pyodide" / name).exists()  # the page reads the scripts only
     fonts = list((static / "mathjax/es5/output/chtml/fonts/woff-v2").glob("*.woff"))
     assert len(fonts) > 10

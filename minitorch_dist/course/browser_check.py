@@ -8,9 +8,11 @@ reported (the book must carry its own scripts). Per page: console and page error
 with no size or no description (alt text), untypeset math, raw TeX/glue/cite text, Markdown
 tables and other markup left as text, the build folder's path, error outputs outside cells tagged
 ``raises-exception``, stream output split over several boxes, broken internal links and anchors,
-Colab buttons that do not open an ``.ipynb`` of the repository, and the live widgets (each must
-start Python offline and, as two controls change, answer as ``minitorch_dist.viz.live_result``
-does here: :mod:`minitorch_dist.course.browser_check_live`). Exit 1 with
+Colab buttons that do not open an ``.ipynb`` of the repository, and the live widgets: a page that
+holds one is opened again from ``file://`` (every request but ``file:``, ``blob:`` and ``data:``
+aborted), where each must start Python and, as two controls change, answer as
+``minitorch_dist.viz.live_result`` does here, and once more with JavaScript disabled, where each
+must still show its build-time answer (:mod:`minitorch_dist.course.browser_check_live`). Exit 1 with
 one ``page: what is wrong`` line per failure. Needs ``playwright`` (Python) and Debian's
 ``/usr/bin/chromium``; ``playwright install`` is never used.
 """
@@ -30,7 +32,12 @@ from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from minitorch_dist.course.browser_check_live import Live, default_live, live_failures
+from minitorch_dist.course.browser_check_live import (
+    Live,
+    default_live,
+    live_failures,
+    static_failures,
+)
 from minitorch_dist.course.browser_check_page import (
     PAGE_JS,
     link_failures,
@@ -47,7 +54,13 @@ CHROMIUM_ARGS = [
 ]  # fmt: skip
 CHAPTER_1 = "chapters/01_where_the_memory_goes.html"
 CHAPTER_11 = "chapters/11_choosing_a_configuration.html"
-LIVE_PAGES = {CHAPTER_1: "predictor", CHAPTER_11: "planner"}  # pages that must hold a live widget
+LAB_1 = "labs/lab01_where_the_memory_goes.html"
+LAB_11 = "labs/lab11_choosing_a_configuration.html"
+LIVE_PAGES = {CHAPTER_1: "predictor", CHAPTER_11: "planner", LAB_1: "predictor", LAB_11: "planner"}
+# (the pages that must hold a live widget)
+LOCAL_SCHEMES = ("file:", "blob:", "data:")
+LIVE_JS = "/_static/live/live.js"  # the live widgets' script: stubbed in the http run
+JS = "text/javascript"
 
 
 class _Quiet(http.server.SimpleHTTPRequestHandler):
@@ -95,7 +108,9 @@ def check_page(browser, origin: str, html_dir: Path, page_path: str, repo_root: 
     external: list[str] = []
 
     def route(r) -> None:
-        if urlsplit(r.request.url).netloc == local:
+        if urlsplit(r.request.url).path.endswith(LIVE_JS):  # driven from file:// instead
+            r.fulfill(body="/* the live widgets are driven from file:// */", content_type=JS)
+        elif urlsplit(r.request.url).netloc == local:
             r.continue_()
         else:
             external.append(r.request.url)
@@ -121,7 +136,8 @@ def check_page(browser, origin: str, html_dir: Path, page_path: str, repo_root: 
         fails += page_failures(found)
         fails += link_failures(found["links"], origin, html_dir, page_path, repo_root)
         fails += path_failures(html_dir, page_path, repo_root)
-        fails += live_failures(page, live)
+        if any(found["live"].values()) or page.locator("[data-live]").count():
+            fails += file_failures(browser, html_dir, page_path, live)
         kind = LIVE_PAGES.get(page_path)
         if kind and not found["live"].get(kind):
             fails.append(f'no [data-live="{kind}"]: the {kind} is dead without a kernel')
@@ -139,6 +155,41 @@ def check_page(browser, origin: str, html_dir: Path, page_path: str, repo_root: 
         page.close()
     fails += [f"requested {u} while offline" for u in dict.fromkeys(external)]
     return fails
+
+
+def _console(msg, fails: list[str]) -> None:
+    where = msg.location.get("url", "") if isinstance(msg.location, dict) else ""
+    if msg.type == "error" and not (where and not where.startswith(LOCAL_SCHEMES)):
+        fails.append(f"console error from file://: {msg.text[:200]}")
+
+
+def file_failures(browser, html_dir: Path, page_path: str, live: Live | None) -> list[str]:
+    """The live widgets of a page opened from ``file://`` with the network blocked (driven as
+    :func:`~minitorch_dist.course.browser_check_live.live_failures` says), then with JavaScript
+    disabled (:func:`~minitorch_dist.course.browser_check_live.static_failures`)."""
+    url = (html_dir / page_path).as_uri()
+    fails: list[str] = []
+    external: list[str] = []
+
+    def route(r) -> None:
+        if r.request.url.startswith(LOCAL_SCHEMES):
+            r.continue_()
+        else:
+            external.append(r.request.url)
+            r.abort()
+
+    for scripts in (True, False):
+        context = browser.new_context(java_script_enabled=scripts)
+        try:
+            page = context.new_page()
+            page.route("**/*", route)
+            page.on("pageerror", lambda e, out=fails: out.append(f"page error from file://: {e}"))
+            page.on("console", lambda m, out=fails: _console(m, out))
+            page.goto(url, wait_until="load", timeout=30_000)
+            fails += live_failures(page, live) if scripts else static_failures(page, live)
+        finally:
+            context.close()
+    return fails + [f"requested {u} from file://" for u in dict.fromkeys(external)]
 
 
 def check_site(html_dir: Path | str, repo_root: Path | str = ".", screenshots: Path | str | None = None,

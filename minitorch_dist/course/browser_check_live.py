@@ -7,6 +7,12 @@ must be the values its controls show. Then two of its controls are changed in tu
 does: a random other option is selected, which dispatches ``input`` and ``change``; the same
 picks on every run), and after each the
 element must answer again, equal to Python, for the new inputs; the answer must have changed.
+The browser check drives them in a page opened from ``file://`` with every other request
+aborted (a book opened by double-clicking ``index.html``, offline).
+
+With scripts off (:func:`static_failures`) every element must still show the answer computed
+when the book was built: ``data-state="static"``, an answer in its ``.live-output``, and a
+``data-result`` equal to Python's for its ``data-inputs``.
 """
 
 from __future__ import annotations
@@ -151,4 +157,27 @@ def live_failures(page, live: Live | None) -> list[str]:
         else:
             if not found and same(_read(box, name)[1], first):
                 fails.append(f"{name}: the answer did not change after changing {DRIVE[kind]}")
+    return fails
+
+
+def static_failures(page, live: Live | None) -> list[str]:
+    """Every failure of the page's live widgets where scripts cannot run (the page opened with
+    JavaScript disabled): each must hold its build-time answer, equal to ``live``'s."""
+    fails: list[str] = []
+    for k, box in enumerate(page.locator("[data-live]").all(), start=1):
+        kind = box.get_attribute("data-live")
+        name = f"live {kind} {k} with scripts off"
+        if kind not in DRIVE:
+            fails.append(f'{name}: data-live must be "predictor" or "planner"')
+            continue
+        state = box.get_attribute("data-state")
+        if state != "static":
+            fails.append(f'{name}: data-state is {state!r}, not "static"')
+        shown = " ".join(box.locator(".live-output").all_inner_texts()).strip()
+        if not shown:
+            fails.append(f"{name}: shows no answer (an empty .live-output)")
+        if live is None:
+            fails.append("no live module (minitorch_dist.viz.live) to compare the page with")
+            break
+        fails += compare(box, name, live)[1]
     return fails

@@ -28,6 +28,8 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
+from minitorch_dist.viz.live_data import write_data_script
+
 ROOT = Path(__file__).resolve().parents[2]
 # Not under the book's _static/: Jupyter Book links every .js and .css found there into every
 # page. minitorch_dist.book_links adds _vendor/ to html_static_path, so the files land in the
@@ -110,7 +112,6 @@ PACKAGES = (
         keep=(
             "package.json",
             "pyodide.js",
-            "pyodide.mjs",
             "pyodide.asm.mjs",
             "pyodide.asm.wasm",
             "python_stdlib.zip",
@@ -118,6 +119,18 @@ PACKAGES = (
         ),
     ),
 )
+# Pyodide's files the page reads as classic scripts (``<name>.js``, see :func:`write_data_script`):
+# a page opened from file:// may run a classic <script src>, but Chromium refuses it fetch() and
+# ES-module imports (module workers too), which is how Pyodide loads these. The raw files are
+# then dropped: the page starts Pyodide from these scripts only, from http:// as from file://.
+PYODIDE_DATA = (
+    "pyodide.js",
+    "pyodide.asm.mjs",
+    "pyodide.asm.wasm",
+    "python_stdlib.zip",
+    "pyodide-lock.json",
+)
+DATA_FORMAT = "minitorchLiveFiles 2"  # in the stamp: a change of the format rewrites the files
 
 # What _config.yml points at (relative to _static/, as Sphinx resolves html asset paths).
 URLS = {
@@ -125,7 +138,6 @@ URLS = {
     "requirejs": "vendor/requirejs/require.js",
     "widgets-setup": "vendor/widgets-setup.js",
     "html-manager": "vendor/html-manager/dist/embed-amd.js",
-    "pyodide": "vendor/pyodide/pyodide.js",
 }
 
 # Loaded between require.js and embed-amd.js (ours, not from npm). Two fixes, both seen in
@@ -239,7 +251,8 @@ def extract(pkg: Package, data: bytes, dest: Path) -> int:
 
 
 def _stamp(pkg: Package) -> str:
-    return f"{pkg.name}@{pkg.version} {pkg.integrity} {pkg.keep} {pkg.skip_suffixes}\n"
+    data = f" {DATA_FORMAT}" if pkg.name == "pyodide" else ""
+    return f"{pkg.name}@{pkg.version} {pkg.integrity} {pkg.keep} {pkg.skip_suffixes}{data}\n"
 
 
 def ensure(dest: Path = DEST, quiet: bool = False) -> Path:
@@ -253,15 +266,25 @@ def ensure(dest: Path = DEST, quiet: bool = False) -> Path:
         if out.exists():
             shutil.rmtree(out)
         n = extract(pkg, data, out)
+        if pkg.name == "pyodide":
+            for name in PYODIDE_DATA:
+                write_data_script(out / name)
+                (out / name).unlink()
         stamp.write_text(_stamp(pkg))
         if not quiet:
             print(f"vendor: {pkg.name}@{pkg.version}: {n} files in {out}", flush=True)
     setup = dest / "widgets-setup.js"  # URLS["widgets-setup"]
     if not setup.exists() or setup.read_text() != WIDGETS_SETUP:
         setup.write_text(WIDGETS_SETUP)
-    for key, url in URLS.items():
+    pyodide = [
+        f"vendor/{p.dest}/{name}.js"
+        for p in PACKAGES
+        if p.name == "pyodide"
+        for name in PYODIDE_DATA
+    ]
+    for url in [*URLS.values(), *pyodide]:
         if not (dest.parent / url).is_file():
-            raise VendorError(f"{key}: {dest.parent / url} is missing after vendoring")
+            raise VendorError(f"{dest.parent / url} is missing after vendoring")
     return dest
 
 

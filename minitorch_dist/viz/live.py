@@ -17,10 +17,12 @@ arithmetic is imported when a result is asked for.
 
 from __future__ import annotations
 
+from collections import OrderedDict
+from collections.abc import Iterator
 from functools import cache, lru_cache
 from typing import Any
 
-__all__ = ["KINDS", "controls", "defaults", "live_result"]
+__all__ = ["KINDS", "controls", "defaults", "live_result", "live_steps"]
 
 KINDS = ("predictor", "planner")
 POWERS = tuple(2**k for k in range(15))  # 1 ... 16384, as the planner widget
@@ -28,6 +30,8 @@ MEMORY_PARTS = {"predictor": ("params", "grads", "optimizer", "activations"),
                 "planner": ("params", "grads", "optimizer", "activations", "logits")}  # fmt: skip
 TIME_PARTS = ("compute", "tp", "cp", "ep", "pp", "bubble", "dp", "offload")
 TOP = 5  # the planner's top configurations shown
+PLANS = 8  # problems whose ranking stays cached
+_plans: OrderedDict[tuple, Any] = OrderedDict()  # problem -> Plan, most recent last
 Control = tuple[str, tuple[Any, ...], Any]  # (label, choices, default)
 
 
@@ -122,13 +126,40 @@ def _predictor(v: dict[str, Any]) -> dict[str, Any]:
             "verdict": verdict}  # fmt: skip
 
 
-@lru_cache(maxsize=8)
-def _plan(model: str, cluster: str, gpus: int, global_batch: int, seq_len: int) -> Any:
+def _plan_parts(
+    model: str, cluster: str, gpus: int, global_batch: int, seq_len: int
+) -> Iterator[tuple[int, int, int]]:
+    """Rank a problem in parts, one ``(tp, pp)`` pair of :func:`~minitorch_dist.planner.layouts`
+    at a time (``plan(..., only={"tp": tp, "pp": pp})``), yielding ``(parts done, parts,
+    configurations so far)`` after each; the rows of every part, ranked by
+    :func:`~minitorch_dist.planner.rank`, are :func:`~minitorch_dist.planner.plan`'s own (a test
+    holds them equal), and the Plan is cached. Nothing is yielded for a cached problem."""
     from minitorch_dist.planner.cluster import Cluster
-    from minitorch_dist.planner.search import plan
+    from minitorch_dist.planner.model import as_model
+    from minitorch_dist.planner.search import Plan, layouts, plan, rank
 
-    return plan(model, Cluster.from_preset(cluster, gpus), global_batch=global_batch,
-                seq_len=seq_len)  # fmt: skip
+    problem = (model, cluster, gpus, global_batch, seq_len)
+    if problem in _plans:
+        _plans.move_to_end(problem)
+        return
+    arch, machines = as_model(model), Cluster.from_preset(cluster, gpus)
+    kw = {"global_batch": global_batch, "seq_len": seq_len}
+    pairs = list(dict.fromkeys((tp, pp) for tp, pp, *_ in layouts(arch, machines, global_batch)))
+    rows: list = []
+    for k, (tp, pp) in enumerate(pairs, 1):
+        rows += plan(arch, machines, **kw, only={"tp": tp, "pp": pp}).rows
+        yield k, len(pairs), len(rows)
+    _plans[problem] = Plan(arch, machines, global_batch, seq_len, rank(rows))
+    while len(_plans) > PLANS:
+        _plans.popitem(last=False)
+
+
+def _plan(model: str, cluster: str, gpus: int, global_batch: int, seq_len: int) -> Any:
+    """The problem's :class:`~minitorch_dist.planner.Plan` (ranked by :func:`_plan_parts`)."""
+    problem = (model, cluster, gpus, global_batch, seq_len)
+    for _ in _plan_parts(*problem):
+        pass
+    return _plans[problem]
 
 
 @lru_cache(maxsize=8)
@@ -141,13 +172,17 @@ def _ranks(model: str, cluster: str, gpus: int, global_batch: int, seq_len: int)
     return ranks
 
 
+def _problem(v: dict[str, Any]) -> tuple[str, str, int, int, int]:
+    return v["model"], v["cluster"], v["gpus"], v["global_batch"], v["seq_len"]
+
+
 def _planner(v: dict[str, Any]) -> dict[str, Any]:
     from minitorch_dist.memory.estimate import format_bytes
     from minitorch_dist.planner.config import ParallelConfig, validate
     from minitorch_dist.planner.cost import step_time
     from minitorch_dist.planner.fit import peak_memory
 
-    problem = (v["model"], v["cluster"], v["gpus"], v["global_batch"], v["seq_len"])
+    problem = _problem(v)
     result = _plan(*problem)
     model, cluster = result.model, result.cluster
     dp = max(1, v["gpus"] // (v["tp"] * v["pp"] * v["cp"]))
@@ -198,3 +233,21 @@ def live_result(kind: str, inputs: dict[str, Any] | None = None) -> dict[str, An
         return _predictor(values) if kind == "predictor" else _planner(values)
     except ValueError as err:
         return {"kind": kind, "error": str(err)}
+
+
+def live_steps(kind: str, inputs: dict[str, Any] | None = None) -> Iterator[dict[str, Any]]:
+    """:func:`live_result` in steps, for a page that must stay responsive while Python works: for
+    a planner problem not ranked yet, yields ``{"done": k, "parts": n, "configurations": c}``
+    after each part of the ranking (:func:`_plan_parts`); last, always,
+    ``{"result": live_result(kind, inputs)}``, the same answer as one call."""
+    try:
+        problem = _problem(_checked(kind, {} if inputs is None else inputs))
+    except (ValueError, KeyError):
+        problem = None  # not a planner, or bad input: live_result says why
+    if kind == "planner" and problem is not None:
+        try:
+            for done, parts, found in _plan_parts(*problem):
+                yield {"done": done, "parts": parts, "configurations": found}
+        except ValueError:
+            pass  # a problem the planner refuses: live_result gives the message
+    yield {"result": live_result(kind, inputs)}

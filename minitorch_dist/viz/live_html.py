@@ -6,10 +6,12 @@ answer for the initial values rendered at build time by :func:`render_live` (wha
 before Python loads, or where scripts cannot run), ``data-state="static"``, ``data-inputs`` and
 ``data-result``. :func:`write_assets` (run by :mod:`minitorch_dist.book_links` when the book
 builds) writes ``live.js`` (:mod:`minitorch_dist.viz.live_js`) and ``minitorch_dist.zip`` (the torch-free
-arithmetic layer and this package's live modules) beside the vendored Pyodide. In the page the
-script loads Pyodide when a widget scrolls into view or is first touched (``data-state``:
-``loading``), unpacks the zip in Pyodide's file system, and on every change calls
-:func:`live_result` and :func:`render_live` there (``busy``, then ``ready``), writing the
+arithmetic layer and this package's live modules, also as the classic script
+``minitorch_dist.zip.js``) beside the vendored Pyodide. In the page the script starts Pyodide in
+a Web Worker when a widget scrolls into view or is first touched (``data-state``: ``loading``),
+from http:// or ``file://`` alike, unpacks the zip in Pyodide's file system, and on every
+change steps through :func:`~minitorch_dist.viz.live.live_steps` (:func:`live_result` in parts,
+with progress) and calls :func:`render_live` there (``busy``, then ``ready``), writing the
 inputs and the result's JSON back on the element.
 """
 
@@ -128,7 +130,9 @@ def live_modules() -> list[str]:
 
 
 def write_assets(dest: Path) -> list[Path]:
-    """Write ``live.js`` and ``minitorch_dist.zip`` (the :func:`live_modules`) into ``dest``."""
+    """Write ``live.js``, ``minitorch_dist.zip`` (the :func:`live_modules`) and the zip as a
+    classic script, ``minitorch_dist.zip.js`` (:func:`minitorch_dist.viz.live_data.data_script`: what the
+    page reads, from http:// and file:// alike), into ``dest``."""
     dest.mkdir(parents=True, exist_ok=True)
     archive = dest / "minitorch_dist.zip"
     tmp = archive.with_suffix(".part")
@@ -137,9 +141,11 @@ def write_assets(dest: Path) -> list[Path]:
             info = zipfile.ZipInfo(f"minitorch_dist/{rel}", date_time=(2020, 1, 1, 0, 0, 0))
             z.writestr(info, (PACKAGE / rel).read_bytes(), zipfile.ZIP_DEFLATED)
     tmp.replace(archive)
+    from minitorch_dist.viz.live_data import write_data_script
     from minitorch_dist.viz.live_js import LIVE_JS
 
+    data = write_data_script(archive)
     script = dest / "live.js"
     if not script.exists() or script.read_text() != LIVE_JS:
         script.write_text(LIVE_JS)
-    return [script, archive]
+    return [script, archive, data]
