@@ -185,8 +185,10 @@ def test_widget_against_a_wrong_python(browser, tmp_path):
 
 def test_widget_answering_later_is_waited_for(browser, tmp_path, monkeypatch):
     monkeypatch.setattr(bcl, "UPDATE_TIMEOUT_MS", 3000)
-    later = LIVE.replace("box.addEventListener('change', () => {", "box.addEventListener("
-                         "'change', () => setTimeout(() => {").replace("});\n}", "}, 200));\n}")  # fmt: skip
+    later = LIVE.replace(
+        "box.addEventListener('change', () => {",
+        "box.addEventListener('change', () => setTimeout(() => {",
+    ).replace("});\n}", "}, 200));\n}")
     assert "setTimeout" in later and "200)" in later
     assert check(browser, tmp_path, WIDGET + later) == []
 

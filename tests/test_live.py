@@ -44,9 +44,14 @@ def test_predictor_defaults_are_the_notebook_widgets():
 
 @pytest.mark.parametrize(
     "inputs",
-    [{}, {"tp": 4, "pp": 2, "zero": 3}, {"model": "llama-3-8b", "gpus": 8, "tp": 2, "pp": 1},
-     {"tp": 16}, {"cp": 2, "v": 2, "recompute": "full", "offload": True}],
-)  # fmt: skip
+    [
+        {},
+        {"tp": 4, "pp": 2, "zero": 3},
+        {"model": "llama-3-8b", "gpus": 8, "tp": 2, "pp": 1},
+        {"tp": 16},
+        {"cp": 2, "v": 2, "recompute": "full", "offload": True},
+    ],
+)
 def test_planner_equals_plan(inputs):
     got = live_result("planner", inputs)
     v = {**defaults("planner"), **inputs}
@@ -54,8 +59,9 @@ def test_planner_equals_plan(inputs):
     kw = {"global_batch": v["global_batch"], "seq_len": v["seq_len"]}
     result = plan(v["model"], cluster, **kw)
     knobs = ("tp", "sp", "cp", "pp", "v", "ep", "zero", "recompute", "micro_batch", "offload")
-    config = ParallelConfig(dp=max(1, v["gpus"] // (v["tp"] * v["pp"] * v["cp"])),
-                            **{k: v[k] for k in knobs})  # fmt: skip
+    config = ParallelConfig(
+        dp=max(1, v["gpus"] // (v["tp"] * v["pp"] * v["cp"])), **{k: v[k] for k in knobs}
+    )
     assert got["label"] == config.label() and got["fitting"] == len(result.fitting)
     assert [t["label"] for t in got["top"]] == [r.config.label() for r in result.fitting[:5]]
     assert [t["total"] for t in got["top"]] == [r.time.total for r in result.fitting[:5]]
@@ -72,14 +78,16 @@ def test_planner_equals_plan(inputs):
 
 @pytest.mark.parametrize(
     "kind, inputs, message",
-    [("predictor", {"zero_stage": 4}, "control zero_stage must be one of 0, 1, 2, 3"),
-     ("predictor", {"offload": 1}, "control offload must be one of False, True"),
-     ("predictor", {"dp": "8"}, "control dp"),
-     ("predictor", {"colour": 1}, "unknown controls ['colour']"),
-     ("planner", {"tp": 3}, "control tp must be one of"),
-     ("planner", [1, 2], "inputs must be a dict"),
-     ("oracle", {}, "kind must be one of predictor, planner")],
-)  # fmt: skip
+    [
+        ("predictor", {"zero_stage": 4}, "control zero_stage must be one of 0, 1, 2, 3"),
+        ("predictor", {"offload": 1}, "control offload must be one of False, True"),
+        ("predictor", {"dp": "8"}, "control dp"),
+        ("predictor", {"colour": 1}, "unknown controls ['colour']"),
+        ("planner", {"tp": 3}, "control tp must be one of"),
+        ("planner", [1, 2], "inputs must be a dict"),
+        ("oracle", {}, "kind must be one of predictor, planner"),
+    ],
+)
 def test_bad_inputs_give_the_message_not_a_crash(kind, inputs, message):
     got = live_result(kind, inputs)
     assert set(got) == {"kind", "error"} and message in got["error"], got
@@ -121,15 +129,24 @@ def test_the_pages_python_runs_from_the_zip_alone(tmp_path):
     entry = json.loads(data.read_text().removeprefix(head).removesuffix(";\n"))
     assert base64.b64decode(entry["base64"]) == archive.read_bytes()  # what file:// pages read
     zipfile.ZipFile(archive).extractall(tmp_path / "py")
-    cases = [("predictor", {"preset": "llama-3-70b", "zero_stage": 3, "offload": True}),
-             ("planner", {"model": "llama-3-8b", "gpus": 16, "tp": 2, "pp": 2}),
-             ("planner", {"tp": 3})]  # fmt: skip
-    code = (f"import json, sys; sys.path.insert(0, {str(tmp_path / 'py')!r})\n"
-            "from minitorch_dist.viz import live_result\n"
-            f"print(json.dumps([live_result(k, i) for k, i in {cases!r}]))\n"
-            "assert not {'torch', 'numpy', 'matplotlib'} & set(sys.modules)")  # fmt: skip
-    run = subprocess.run([sys.executable, "-S", "-c", code], cwd=tmp_path, capture_output=True,
-                         text=True, timeout=300)  # fmt: skip
+    cases = [
+        ("predictor", {"preset": "llama-3-70b", "zero_stage": 3, "offload": True}),
+        ("planner", {"model": "llama-3-8b", "gpus": 16, "tp": 2, "pp": 2}),
+        ("planner", {"tp": 3}),
+    ]
+    code = (
+        f"import json, sys; sys.path.insert(0, {str(tmp_path / 'py')!r})\n"
+        "from minitorch_dist.viz import live_result\n"
+        f"print(json.dumps([live_result(k, i) for k, i in {cases!r}]))\n"
+        "assert not {'torch', 'numpy', 'matplotlib'} & set(sys.modules)"
+    )
+    run = subprocess.run(
+        [sys.executable, "-S", "-c", code],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert run.returncode == 0, run.stderr[-2000:]
     assert json.loads(run.stdout) == [json.loads(json.dumps(live_result(k, i))) for k, i in cases]
 

@@ -49,9 +49,15 @@ from minitorch_dist.course.browser_check_page import (
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
-]  # fmt: skip
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 CHAPTER_1 = "chapters/01_where_the_memory_goes.html"
 CHAPTER_11 = "chapters/11_choosing_a_configuration.html"
 LAB_1 = "labs/lab01_where_the_memory_goes.html"
@@ -98,8 +104,15 @@ def chromium() -> Iterator[object]:
             browser.close()
 
 
-def check_page(browser, origin: str, html_dir: Path, page_path: str, repo_root: Path,
-               screenshots: Path | None, live: Live | None) -> list[str]:  # fmt: skip
+def check_page(
+    browser,
+    origin: str,
+    html_dir: Path,
+    page_path: str,
+    repo_root: Path,
+    screenshots: Path | None,
+    live: Live | None,
+) -> list[str]:
     """Every failure on one page (without the page name)."""
     from playwright.sync_api import Error
 
@@ -192,9 +205,14 @@ def file_failures(browser, html_dir: Path, page_path: str, live: Live | None) ->
     return fails + [f"requested {u} from file://" for u in dict.fromkeys(external)]
 
 
-def check_site(html_dir: Path | str, repo_root: Path | str = ".", screenshots: Path | str | None = None,
-               browser=None, live: Live | None | str = "module",
-               only: list[str] | None = None) -> list[tuple[str, str]]:  # fmt: skip
+def check_site(
+    html_dir: Path | str,
+    repo_root: Path | str = ".",
+    screenshots: Path | str | None = None,
+    browser=None,
+    live: Live | None | str = "module",
+    only: list[str] | None = None,
+) -> list[tuple[str, str]]:
     """(page, failure) for every failure on every page of ``html_dir`` (or on the pages ``only``)."""
     html_dir, repo_root = Path(html_dir).resolve(), Path(repo_root).resolve()
     shots = None if screenshots is None else Path(screenshots)
@@ -218,8 +236,9 @@ def check_site(html_dir: Path | str, repo_root: Path | str = ".", screenshots: P
     return out
 
 
-def check_parallel(html_dir: Path, repo_root: Path, screenshots: Path | None, jobs: int
-                   ) -> list[tuple[str, str]]:  # fmt: skip
+def check_parallel(
+    html_dir: Path, repo_root: Path, screenshots: Path | None, jobs: int
+) -> list[tuple[str, str]]:
     """``check_site`` with the pages dealt over ``jobs`` processes, one browser each."""
     every = pages(html_dir)
     if jobs <= 1:

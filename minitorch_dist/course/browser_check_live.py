@@ -53,8 +53,11 @@ def default_live() -> Live | None:
 def same(a: Any, b: Any) -> bool:
     """Equal JSON values; floats equal to 1e-12 relative (Pyodide's libm is not glibc's)."""
     if isinstance(a, float) or isinstance(b, float):
-        return (isinstance(a, (int, float)) and isinstance(b, (int, float))
-                and math.isclose(a, b, rel_tol=1e-12, abs_tol=1e-15))  # fmt: skip
+        return (
+            isinstance(a, (int, float))
+            and isinstance(b, (int, float))
+            and math.isclose(a, b, rel_tol=1e-12, abs_tol=1e-15)
+        )
     if isinstance(a, dict) and isinstance(b, dict):
         return a.keys() == b.keys() and all(same(a[k], b[k]) for k in a)
     if isinstance(a, list) and isinstance(b, list):

@@ -26,8 +26,10 @@ __all__ = ["KINDS", "controls", "defaults", "live_result", "live_steps"]
 
 KINDS = ("predictor", "planner")
 POWERS = tuple(2**k for k in range(15))  # 1 ... 16384, as the planner widget
-MEMORY_PARTS = {"predictor": ("params", "grads", "optimizer", "activations"),
-                "planner": ("params", "grads", "optimizer", "activations", "logits")}  # fmt: skip
+MEMORY_PARTS = {
+    "predictor": ("params", "grads", "optimizer", "activations"),
+    "planner": ("params", "grads", "optimizer", "activations", "logits"),
+}
 TIME_PARTS = ("compute", "tp", "cp", "ep", "pp", "bubble", "dp", "offload")
 TOP = 5  # the planner's top configurations shown
 PLANS = 8  # problems whose ranking stays cached
@@ -105,8 +107,16 @@ def _checked(kind: str, inputs: Any) -> dict[str, Any]:
 def _bars(nbytes: dict[str, int], parts: tuple[str, ...], scale: int) -> list[dict[str, Any]]:
     from minitorch_dist.memory.estimate import format_bytes
 
-    return [{"part": p, "bytes": nbytes[p], "exact": f"{nbytes[p]:,}", "text": format_bytes(nbytes[p]),
-             "width": f"{100 * nbytes[p] / (scale or 1):.2f}"} for p in parts]  # fmt: skip
+    return [
+        {
+            "part": p,
+            "bytes": nbytes[p],
+            "exact": f"{nbytes[p]:,}",
+            "text": format_bytes(nbytes[p]),
+            "width": f"{100 * nbytes[p] / (scale or 1):.2f}",
+        }
+        for p in parts
+    ]
 
 
 def _predictor(v: dict[str, Any]) -> dict[str, Any]:
@@ -118,12 +128,19 @@ def _predictor(v: dict[str, Any]) -> dict[str, Any]:
     device = v["device_gib"] * 2**30
     parts = (*MEMORY_PARTS["predictor"], "total", *(("cpu",) if "cpu" in result else ()))
     fits = result["total"] <= device
-    verdict = (f"{'fits' if fits else 'does NOT fit'} in {format_bytes(device)} per device "
-               f"({100 * result['total'] / device:.0f}% of it), before temporary buffers and "
-               "fragmentation")  # fmt: skip
-    return {"kind": "predictor", "bytes": dict(result), "device_bytes": device, "fits": fits,
-            "rows": _bars(result, parts, max(result["total"], result.get("cpu", 0), device)),
-            "verdict": verdict}  # fmt: skip
+    verdict = (
+        f"{'fits' if fits else 'does NOT fit'} in {format_bytes(device)} per device "
+        f"({100 * result['total'] / device:.0f}% of it), before temporary buffers and "
+        "fragmentation"
+    )
+    return {
+        "kind": "predictor",
+        "bytes": dict(result),
+        "device_bytes": device,
+        "fits": fits,
+        "rows": _bars(result, parts, max(result["total"], result.get("cpu", 0), device)),
+        "verdict": verdict,
+    }
 
 
 def _plan_parts(
@@ -189,8 +206,13 @@ def _planner(v: dict[str, Any]) -> dict[str, Any]:
     knobs = ("tp", "sp", "cp", "pp", "v", "ep", "zero", "recompute", "micro_batch", "offload")
     config = ParallelConfig(dp=dp, **{k: v[k] for k in knobs})
     kw = {"global_batch": v["global_batch"], "seq_len": v["seq_len"]}
-    out: dict[str, Any] = {"kind": "planner", "label": config.label(), "gpus": cluster.gpus,
-                           "dp": dp, "fitting": len(result.fitting)}  # fmt: skip
+    out: dict[str, Any] = {
+        "kind": "planner",
+        "label": config.label(),
+        "gpus": cluster.gpus,
+        "dp": dp,
+        "fitting": len(result.fitting),
+    }
     try:
         validate(model, cluster, config, **kw)
     except ValueError as err:
@@ -200,20 +222,33 @@ def _planner(v: dict[str, Any]) -> dict[str, Any]:
         fits = memory["total"] <= cluster.memory_bytes
         t = step_time(model, cluster, config, **kw)
         parts = (*MEMORY_PARTS["planner"], "total")
-        out.update(valid=True, fits=fits, stage=memory["stage"],
-                   memory={p: memory[p] for p in parts},
-                   rows=_bars(memory, parts, max(memory["total"], cluster.memory_bytes)),
-                   capacity=format_bytes(cluster.memory_bytes),
-                   time={p: getattr(t, p) for p in (*TIME_PARTS, "total")}, mfu=t.mfu,
-                   summary=(f"step {t.total:.3f} s (" + ", ".join(
-                       f"{p} {getattr(t, p):.3f} s" for p in TIME_PARTS if getattr(t, p))
-                       + f"); MFU {t.mfu:.1%}"),
-                   rank=_ranks(*problem).get(config) if fits else None)  # fmt: skip
-    out["top"] = [{"label": r.config.label(), "total": r.time.total, "mfu": r.time.mfu,
-                   "memory": r.memory["total"],
-                   "text": f"{r.config.label()}: {r.time.total:.3f} s, MFU {r.time.mfu:.1%}, "
-                           f"{format_bytes(r.memory['total'])}"}
-                  for r in result.fitting[:TOP]]  # fmt: skip
+        out.update(
+            valid=True,
+            fits=fits,
+            stage=memory["stage"],
+            memory={p: memory[p] for p in parts},
+            rows=_bars(memory, parts, max(memory["total"], cluster.memory_bytes)),
+            capacity=format_bytes(cluster.memory_bytes),
+            time={p: getattr(t, p) for p in (*TIME_PARTS, "total")},
+            mfu=t.mfu,
+            summary=(
+                f"step {t.total:.3f} s ("
+                + ", ".join(f"{p} {getattr(t, p):.3f} s" for p in TIME_PARTS if getattr(t, p))
+                + f"); MFU {t.mfu:.1%}"
+            ),
+            rank=_ranks(*problem).get(config) if fits else None,
+        )
+    out["top"] = [
+        {
+            "label": r.config.label(),
+            "total": r.time.total,
+            "mfu": r.time.mfu,
+            "memory": r.memory["total"],
+            "text": f"{r.config.label()}: {r.time.total:.3f} s, MFU {r.time.mfu:.1%}, "
+            f"{format_bytes(r.memory['total'])}",
+        }
+        for r in result.fitting[:TOP]
+    ]
     return out
 
 

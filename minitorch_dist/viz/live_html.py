@@ -48,14 +48,18 @@ def _table(rows: list[dict[str, Any]], exact: bool) -> str:
     out = []
     for r in rows:
         part = r["part"]
-        bar = (f'<div style="background:{COLORS.get(part, "#444444")};height:0.9em;'
-               f'width:{r["width"]}%;min-width:1px"></div>')  # fmt: skip
+        bar = (
+            f'<div style="background:{COLORS.get(part, "#444444")};height:0.9em;'
+            f'width:{r["width"]}%;min-width:1px"></div>'
+        )
         label = "CPU (offloaded)" if part == "cpu" else part
         weight = ' style="font-weight:bold"' if part == "total" else ""
         cells = f"<td style='text-align:right'>{r['exact']}</td>" if exact else ""
-        out.append(f'<tr data-part="{part}" data-bytes="{r["bytes"]}"{weight}><td>{label}</td>'
-                   f"{cells}<td style='text-align:right'>{_esc(r['text'])}</td>"
-                   f'<td style="width:45%">{bar}</td></tr>')  # fmt: skip
+        out.append(
+            f'<tr data-part="{part}" data-bytes="{r["bytes"]}"{weight}><td>{label}</td>'
+            f"{cells}<td style='text-align:right'>{_esc(r['text'])}</td>"
+            f'<td style="width:45%">{bar}</td></tr>'
+        )
     return f'<table class="live-table">{"".join(out)}</table>'
 
 
@@ -65,8 +69,10 @@ def render_live(result: dict[str, Any]) -> str:
         return f'<p class="live-error" data-error="true">{_esc(result["error"])}</p>'
     if result["kind"] == "predictor":
         fits = str(result["fits"]).lower()
-        return (_table(result["rows"], exact=True)
-                + f'<p data-fits="{fits}">{_esc(result["verdict"])}</p>')  # fmt: skip
+        return (
+            _table(result["rows"], exact=True)
+            + f'<p data-fits="{fits}">{_esc(result["verdict"])}</p>'
+        )
     parts = [f"<h4>{_esc(result['label'])} on {result['gpus']} GPUs</h4>"]
     if not result["valid"]:
         parts.append(
@@ -75,13 +81,17 @@ def render_live(result: dict[str, Any]) -> str:
     else:
         mem = result["memory"]["total"]
         verdict = "fits" if result["fits"] else "does NOT fit"
-        parts.append(f'<p data-valid="true" data-fits="{str(result["fits"]).lower()}">peak on '
-                     f"stage {result['stage']}: {_esc(result['rows'][-1]['text'])} ({mem:,} B) "
-                     f"of {_esc(result['capacity'])} -- {verdict}</p>")  # fmt: skip
+        parts.append(
+            f'<p data-valid="true" data-fits="{str(result["fits"]).lower()}">peak on '
+            f"stage {result['stage']}: {_esc(result['rows'][-1]['text'])} ({mem:,} B) "
+            f"of {_esc(result['capacity'])} -- {verdict}</p>"
+        )
         parts.append(_table(result["rows"], exact=False))
         rank = result["rank"] or "-"
-        parts.append(f'<p data-rank="{result["rank"]}">{_esc(result["summary"])}; rank {rank} '
-                     f"of {result['fitting']:,} that fit</p>")  # fmt: skip
+        parts.append(
+            f'<p data-rank="{result["rank"]}">{_esc(result["summary"])}; rank {rank} '
+            f"of {result['fitting']:,} that fit</p>"
+        )
     items = "".join(f"<li>{_esc(r['text'])}</li>" for r in result["top"])
     parts.append(f'<p>the planner\'s top {len(result["top"])}:</p><ol class="ranking">{items}</ol>')
     return "".join(parts)
@@ -98,19 +108,28 @@ def live_html(kind: str, **initial: Any) -> str:
     result = live_result(kind, values)
     form = []
     for name, (label, choices, _) in controls(kind).items():
-        opts = "".join(f'<option value="{_esc(json.dumps(c))}"'
-                       f'{" selected" if c == values[name] and type(c) is type(values[name]) else ""}>'
-                       f"{_esc(_option(c))}</option>" for c in choices)  # fmt: skip
-        form.append(f'<label style="display:inline-block;margin:2px 1em 2px 0">'
-                    f'<span style="display:inline-block;min-width:9em">{_esc(label)}</span>'
-                    f'<select data-control="{name}">{opts}</select></label>')  # fmt: skip
-    status = ("Python (Pyodide) starts when this comes into view; until then it shows the answer "
-              "computed when the book was built.")  # fmt: skip
-    return (f'<div class="live-widget" data-live="{kind}" data-state="static" '
-            f'data-inputs="{_esc(json.dumps(values))}" data-result="{_esc(json.dumps(result))}">'
-            f'<form onsubmit="return false">{"".join(form)}</form>'
-            f'<p class="live-status" style="font-size:smaller;color:#666">{status}</p>'
-            f'<div class="live-output">{render_live(result)}</div></div>')  # fmt: skip
+        opts = "".join(
+            f'<option value="{_esc(json.dumps(c))}"'
+            f"{' selected' if c == values[name] and type(c) is type(values[name]) else ''}>"
+            f"{_esc(_option(c))}</option>"
+            for c in choices
+        )
+        form.append(
+            f'<label style="display:inline-block;margin:2px 1em 2px 0">'
+            f'<span style="display:inline-block;min-width:9em">{_esc(label)}</span>'
+            f'<select data-control="{name}">{opts}</select></label>'
+        )
+    status = (
+        "Python (Pyodide) starts when this comes into view; until then it shows the answer "
+        "computed when the book was built."
+    )
+    return (
+        f'<div class="live-widget" data-live="{kind}" data-state="static" '
+        f'data-inputs="{_esc(json.dumps(values))}" data-result="{_esc(json.dumps(result))}">'
+        f'<form onsubmit="return false">{"".join(form)}</form>'
+        f'<p class="live-status" style="font-size:smaller;color:#666">{status}</p>'
+        f'<div class="live-output">{render_live(result)}</div></div>'
+    )
 
 
 def live_modules() -> list[str]:
