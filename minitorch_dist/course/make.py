@@ -2,7 +2,7 @@
 
     python3 -m minitorch_dist.make book     # create .venv if needed, execute and build the book
     python3 -m minitorch_dist.make test     # lint, unit + graded tests, nbval, student release,
-                                            # and the strict book build (four jobs at once)
+                                            # and the strict book build (five jobs at once)
     python3 -m minitorch_dist.make quick    # the 3-minute loop: ruff, unit + graded tests
                                             # (no notebooks, no slow or course-machinery tests)
     python3 -m minitorch_dist.make execute labs/lab01_*.ipynb   # re-execute notebooks in place
@@ -106,7 +106,7 @@ def _together(jobs: dict[str, list[str]], env: dict[str, str]) -> None:
     """Run ``jobs`` (name -> command) at the same time, each writing to its own log under
     ``_build/test-logs/``; say when each ends and how long it took, print the end of a failing
     job's log, and fail if any job failed. The tests mostly wait on forked ranks, the notebook
-    kernels and the browser, so two cores run four such jobs in about the time of the longest."""
+    kernels and the browser, so two cores run five such jobs in about the time of the longest."""
     logs = ROOT / "_build" / "test-logs"
     logs.mkdir(parents=True, exist_ok=True)
     running = {}
@@ -143,8 +143,8 @@ def test() -> None:
     _run(
         [str(PY), "-m", "minitorch_dist.course.vendor"]
     )  # before the tests: they check what it wrote
-    # Four jobs at once: the course machinery's tests (marked ``course``) in two halves, grading
-    # and the rest; the unit and graded tests with nbval of every lab (once); the book.
+    # Five jobs at once: the course machinery's tests (marked ``course``) in two halves, grading
+    # and the rest; the unit and graded tests; nbval of every lab (once); the book.
     # tests/test_notebooks.py's second run of each lab (determinism) only when
     # MINITORCH_DIST_NBVAL_PASSES=1, as CI sets it: make test runs each lab once.
     passes = os.environ.get("MINITORCH_DIST_NBVAL_PASSES", "0")
@@ -153,7 +153,8 @@ def test() -> None:
     jobs = {
         "course-grading": [*pytest, *grading],
         "course-rest": [*pytest, "tests", "-m", "course", *(f"--ignore={g}" for g in grading)],
-        "tests-and-labs": [*pytest, "tests", "labs", *NBVAL, "-m", "not course"],
+        "tests": [*pytest, "tests", "-m", "not course"],
+        "labs": [*pytest, "labs", *NBVAL],
         "book": [sys.executable, "-m", "minitorch_dist.course.make", "book"],
     }
     env = {"MINITORCH_DIST_NBVAL_PASSES": passes, "MINITORCH_DIST_PROGRESS": "0"}
