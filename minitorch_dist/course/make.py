@@ -105,8 +105,9 @@ def book() -> None:
 def _together(jobs: dict[str, list[str]], env: dict[str, str]) -> None:
     """Run ``jobs`` (name -> command) at the same time, each writing to its own log under
     ``_build/test-logs/``; say when each ends and how long it took, print the end of a failing
-    job's log, and fail if any job failed. The tests mostly wait on forked ranks, the notebook
-    kernels and the browser, so two cores run five such jobs in about the time of the longest."""
+    job's log, and fail if any job failed. Alone, each job leaves a core idle much of the time
+    (forked ranks, notebook kernels and the browser wait on each other); together they keep both
+    cores busy. Each job's CPU time (its processes and theirs) is printed beside its wall time."""
     logs = ROOT / "_build" / "test-logs"
     logs.mkdir(parents=True, exist_ok=True)
     running = {}
@@ -121,14 +122,22 @@ def _together(jobs: dict[str, list[str]], env: dict[str, str]) -> None:
     failed = []
     while running:
         for name, (proc, out, log, start) in list(running.items()):
-            if proc.poll() is None:
+            cpu = ""
+            if hasattr(os, "wait4"):  # POSIX: the job's exit and its CPU time, in one call
+                pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+                if pid == 0:
+                    continue
+                proc.returncode = os.waitstatus_to_exitcode(status)
+                cpu = f", {usage.ru_utime + usage.ru_stime:.0f} s of CPU"
+            elif proc.poll() is None:
                 continue
             out.close()
             del running[name]
             lines = log.read_text(errors="replace").splitlines()
             last = next((x for x in reversed(lines) if x.strip()), "")
             status = "ok" if proc.returncode == 0 else f"FAILED (exit {proc.returncode})"
-            print(f"+ [{name}] {status} in {time.monotonic() - start:.0f} s: {last}", flush=True)
+            took = f"{time.monotonic() - start:.0f} s{cpu}"
+            print(f"+ [{name}] {status} in {took}: {last}", flush=True)
             if proc.returncode:
                 print("\n".join(lines[-80:]), flush=True)
                 failed.append(jobs[name])
