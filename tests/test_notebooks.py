@@ -23,19 +23,17 @@ ROOT = Path(__file__).resolve().parent.parent
 def test_lab_passes_nbval_twice_in_a_row(lab: str) -> None:
     """Catches output that changes from run to run (ports, pids, timings, warnings that come and
     go), which would make the committed outputs of a rank-launching notebook flaky."""
+    from minitorch_dist.course.make import NBVAL  # make test's own nbval options
+
     cmd = [
         sys.executable,
         "-m",
         "pytest",
-        "--nbval",
         f"labs/{lab}.ipynb",
-        "--nbval-sanitize-with",
-        "tests/nbval_sanitize.cfg",
+        *NBVAL,
         "-q",
         "-p",
         "no:cacheprovider",
-        "-p",
-        "minitorch_dist.course.kernel_ports",
     ]
     passes = int(os.environ.get("MINITORCH_DIST_NBVAL_PASSES", "2"))
     if passes == 0:
@@ -50,9 +48,9 @@ def test_kernel_ports_stay_below_the_ephemeral_range() -> None:
     binds it (make test runs the labs, the book and the other tests at once)."""
     from jupyter_client.connect import LocalPortCache
 
-    from minitorch_dist.course.kernel_ports import LOWEST, RANGE_FILE, install
+    from minitorch_dist.course.kernel_ports import LOWEST, ephemeral_start, install
 
-    start = int(RANGE_FILE.read_text().split()[0]) if RANGE_FILE.exists() else 49_152
+    start = ephemeral_start()
     install()
     cache = LocalPortCache.instance()
     ports = [cache.find_available_port("127.0.0.1") for _ in range(20)]

@@ -17,20 +17,25 @@ import socket
 from collections.abc import Collection
 from pathlib import Path
 
-__all__ = ["install", "quiet_port"]
+__all__ = ["ephemeral_start", "install", "quiet_port"]
 
 RANGE_FILE = Path("/proc/sys/net/ipv4/ip_local_port_range")
 LOWEST = 10_000  # kernel ports go in [LOWEST, start of the ephemeral range)
 _pick = random.SystemRandom()  # no seed a notebook sets makes two processes pick alike
 
 
-def quiet_port(ip: str, taken: Collection[int] = ()) -> int:
-    """A free port on ``ip`` below the ephemeral range (Linux's, else IANA's 49152), not in
-    ``taken``."""
+def ephemeral_start() -> int:
+    """The first port of the range the OS hands out for port 0 and outgoing connections
+    (Linux's ``ip_local_port_range``; elsewhere IANA's 49152)."""
     try:
-        start = int(RANGE_FILE.read_text().split()[0])
+        return int(RANGE_FILE.read_text().split()[0])
     except (OSError, ValueError, IndexError):
-        start = 49_152
+        return 49_152
+
+
+def quiet_port(ip: str, taken: Collection[int] = ()) -> int:
+    """A free port on ``ip`` below :func:`ephemeral_start`, not in ``taken``."""
+    start = ephemeral_start()
     if start - LOWEST < 1_000:
         raise ValueError(f"the ephemeral range starts at {start}: no quiet ports below it")
     for _ in range(1_000):
