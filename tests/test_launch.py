@@ -123,6 +123,32 @@ def test_a_rank_that_dies_without_python_is_named() -> None:
 
 
 @needs_proc
+def test_a_rank_whose_files_close_before_it_exits_is_named_not_called_stuck() -> None:
+    """Catches a dying rank reported as a hang (CI, loaded: "ranks [0, 1] did not finish"): a
+    process's pipes and sockets close a moment before the kernel lets the parent reap it, so its
+    peer's error and its end-of-file arrive while it still looks alive."""
+
+    def die_slowly(rank: int, world_size: int) -> None:
+        if rank == 1:
+            # Its sockets, its pipe to the parent, its sentinel; not gloo's epoll (closing that
+            # aborts at once) nor stdout and stderr.
+            for fd in [int(fd) for fd in os.listdir("/proc/self/fd") if int(fd) > 2]:
+                try:
+                    if os.readlink(f"/proc/self/fd/{fd}").startswith(("socket:", "pipe:")):
+                        os.close(fd)
+                except OSError:
+                    pass  # the listing's own descriptor, already closed
+            time.sleep(1.5)  # ... and only then the exit
+            os._exit(3)
+        dist.barrier()
+
+    with pytest.raises(RankError) as info:
+        launch(die_slowly, 2, timeout=20)
+    assert info.value.rank == 1 and "exited with code 3" in str(info.value)
+    assert _children() == []
+
+
+@needs_proc
 def test_a_rank_killed_by_a_signal_carries_its_own_last_words() -> None:
     """Catches a crash reported only as "signal 6": a rank that gloo aborts (its C++ message on
     stderr, then SIGABRT) is named with the message it printed."""

@@ -212,7 +212,9 @@ def _collect(procs: list, conns: list, timeout: float) -> tuple[dict[int, _Repor
         if any(not rep.ok for rep in reports.values()):
             deadline = min(deadline, time.monotonic() + _GRACE_S)
     for r, p in enumerate(procs):
-        if r not in reports and not p.is_alive() and r not in pending:
+        if r in exited and r not in reports:  # its files closed before the kernel let it be
+            p.join(timeout=_EXIT_GRACE_S)  # reaped: wait for its exit code, don't call it stuck
+        if r not in reports and (r in exited or not p.is_alive()) and r not in pending:
             reports[r] = _Report(
                 r,
                 False,

@@ -198,6 +198,8 @@ def _short_paths(text: str) -> str:
 
 def _death(p: Any) -> str:
     code = p.exitcode
+    if code is None:  # closed its pipes, still exiting
+        return "process closed its connections and was exiting without reporting"
     return f"process exited with code {code} without reporting" + (
         f" (signal {-code})" if code is not None and code < 0 else ""
     )
