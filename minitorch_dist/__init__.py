@@ -16,7 +16,8 @@ ARCHITECTURE.md (at the repository's root) has the layering rules and the public
     grid           ProcessGrid: dp x pp x cp x ep x tp process groups, tp innermost, passed
                    explicitly to every technique of chapters 7-11
     reference      the one harness that checks N ranks against one process (outputs,
-                   gradients or their shards, weights after k steps)
+                   gradients or their shards, weights after k steps); the checks
+                   themselves in comparison (re-exported by reference)
     memory/        closed-form accounting (estimate), per-rank totals (prediction),
                    measured accounting (track), FLOPs per token and MFU (flops)         chapters 1, 4
     precision/     number formats, loss scaling, mixed precision, fp8                    chapter 2

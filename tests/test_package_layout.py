@@ -58,6 +58,7 @@ SHARED = (
     "launching",
     "grid",
     "reference",
+    "comparison",
     "models",
     "memory",
     "comm",
