@@ -61,8 +61,8 @@ def test_kernel_ports_stay_below_the_ephemeral_range() -> None:
 
 
 def test_make_tests_jobs_run_every_test_once() -> None:
-    """Catches a test file in make test's grading job that is not marked ``course``: the job of
-    the other tests (``-m "not course"``) would run it a second time."""
+    """Catches a test file in one of make test's course jobs that is not marked ``course``: the
+    jobs of the other tests (``-m "not course"``) would run it a second time."""
     from conftest import COURSE_MODULES
 
     from minitorch_dist.course.make import GRADING_TESTS

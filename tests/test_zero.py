@@ -260,6 +260,12 @@ def test_rank_holds_what_model_state_bytes_predicts(stage):
         "grads": F32 * (shard if stage >= 2 else padded),
         "optimizer": 2 * F32 * shard + steps,
     }
+    if stage == 3:
+        assert out["held"]["params"] <= want["params"], (
+            f"after the step a rank holds {out['held']['params']} bytes of parameters, its "
+            f"shards are {want['params']}: the gathered parameters were never freed (resize "
+            "full's storage to 0)"
+        )
     assert {k: out["held"][k] for k in want} == want
     predicted = model_state_bytes(UNEVEN.num_params(), zero_stage=stage, dp=n, recipe="fp32")
     for key in ("params", "grads", "optimizer", "total"):

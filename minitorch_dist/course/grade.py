@@ -168,13 +168,15 @@ def grade(
     tasks: list[str] | None = None,
     log: io.TextIOBase | None = None,
     errors: list[str] | None = None,
+    files: list[str | os.PathLike] | None = None,
 ) -> list[TestResult]:
     """Run the graded tests under ``root/tests`` (only ``labs`` / ``tasks`` if given).
 
     Returns their results; pytest's own terminal output goes to ``log`` (default: discarded),
     and one character per test (``.`` passed, ``F`` failed, ``s`` skipped) to stderr. A test file
     that fails to import does not stop the others; its error (file and exception) is printed and
-    appended to ``errors`` when given."""
+    appended to ``errors`` when given. ``files`` collects only those test files (default: every
+    file under ``root/tests``)."""
     root = Path(root).resolve()
     for lab in labs or []:
         if not LAB_MARKER.match(lab):
@@ -194,7 +196,7 @@ def grade(
     expression = " or ".join(chosen or [f"lab{i:02d}" for i in range(100)])
     collector = _Collector(tasks=list(tasks) if tasks else None)
     args = [
-        str(root / "tests"),
+        *(str(root / f) for f in files or ["tests"]),
         "-m",
         expression,
         "-q",

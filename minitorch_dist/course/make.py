@@ -2,7 +2,7 @@
 
     python3 -m minitorch_dist.make book     # create .venv if needed, execute and build the book
     python3 -m minitorch_dist.make test     # lint, unit + graded tests, nbval, student release,
-                                            # and the strict book build (five jobs at once)
+                                            # and the strict book build (eight jobs at once)
     python3 -m minitorch_dist.make quick    # the 3-minute loop: ruff, unit + graded tests
                                             # (no notebooks, no slow or course-machinery tests)
     python3 -m minitorch_dist.make execute labs/lab01_*.ipynb   # re-execute notebooks in place
@@ -30,8 +30,17 @@ BIN = VENV / ("Scripts" if os.name == "nt" else "bin")
 PY = BIN / ("python.exe" if os.name == "nt" else "python")
 STAMP = VENV / ".minitorch_dist-installed"
 
-# the course tests that grade (mutants, the autograder): a job of their own in make test
-GRADING_TESTS = ("mutants", "grading", "grade_dependencies", "autograder")
+# make test's course-machinery jobs: test modules (tests/test_<name>.py, all marked ``course``)
+# that get a job of their own, so that no job is much longer than the others; a job
+# "course-rest" runs the remaining course tests.
+COURSE_JOBS = {
+    "mutants": ("mutants",),
+    "grading": ("grading", "grade_dependencies", "autograder"),
+    "release": ("release",),
+}
+GRADING_TESTS = tuple(name for names in COURSE_JOBS.values() for name in names)
+LABS = " or ".join(f"lab{i:02d}" for i in range(12))  # the graded tests' markers
+NICE = 10  # every job of make test but the book's (see test())
 BOOK = ["jupyter-book", "build", ".", "-W", "-n", "--keep-going"]
 NBVAL = [
     "--nbval",
@@ -102,12 +111,15 @@ def book() -> None:
     print(f"book written to {ROOT / '_build' / 'html' / 'index.html'}")
 
 
-def _together(jobs: dict[str, list[str]], env: dict[str, str]) -> None:
+def _together(
+    jobs: dict[str, list[str]], env: dict[str, str], nice: dict[str, int] | None = None
+) -> None:
     """Run ``jobs`` (name -> command) at the same time, each writing to its own log under
     ``_build/test-logs/``; say when each ends and how long it took, print the end of a failing
     job's log, and fail if any job failed. Alone, each job leaves a core idle much of the time
     (forked ranks, notebook kernels and the browser wait on each other); together they keep both
-    cores busy. Each job's CPU time (its processes and theirs) is printed beside its wall time."""
+    cores busy. Each job's CPU time (its processes and theirs) is printed beside its wall time.
+    ``nice`` lowers the priority of the jobs it names (POSIX only)."""
     logs = ROOT / "_build" / "test-logs"
     logs.mkdir(parents=True, exist_ok=True)
     running = {}
@@ -115,8 +127,14 @@ def _together(jobs: dict[str, list[str]], env: dict[str, str]) -> None:
         log = logs / f"{name}.log"
         print(f"+ [{name}] {' '.join(str(c) for c in cmd)}  (log: {log.relative_to(ROOT)})")
         out = log.open("w")
+        lower = (nice or {}).get(name, 0)
         proc = subprocess.Popen(
-            cmd, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, env={**os.environ, **env}
+            cmd,
+            cwd=ROOT,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, **env},
+            preexec_fn=(lambda n=lower: os.nice(n)) if lower and hasattr(os, "nice") else None,
         )
         running[name] = (proc, out, log, time.monotonic())
     failed = []
@@ -152,22 +170,28 @@ def test() -> None:
     _run(
         [str(PY), "-m", "minitorch_dist.course.vendor"]
     )  # before the tests: they check what it wrote
-    # Five jobs at once: the course machinery's tests (marked ``course``) in two halves, grading
-    # and the rest; the unit and graded tests; nbval of every lab (once); the book.
-    # tests/test_notebooks.py's second run of each lab (determinism) only when
+    # Eight jobs at once: the book; nbval of every lab (once); the graded tests; the other unit
+    # tests; the course machinery's tests in four. The book is the longest chain (vendor, build,
+    # browser check) and runs at normal priority, every other job at nice 10: the book keeps a
+    # core while the others share the second, then both once it is done, so neither core waits
+    # at the end. tests/test_notebooks.py's second run of each lab (determinism) only when
     # MINITORCH_DIST_NBVAL_PASSES=1, as CI sets it: make test runs each lab once.
     passes = os.environ.get("MINITORCH_DIST_NBVAL_PASSES", "0")
     pytest = [str(PY), "-m", "pytest", "-q"]
-    grading = [f"tests/test_{name}.py" for name in GRADING_TESTS]
+    own = [f"tests/test_{name}.py" for name in GRADING_TESTS]
     jobs = {
-        "course-grading": [*pytest, *grading],
-        "course-rest": [*pytest, "tests", "-m", "course", *(f"--ignore={g}" for g in grading)],
-        "tests": [*pytest, "tests", "-m", "not course"],
-        "labs": [*pytest, "labs", *NBVAL],
         "book": [sys.executable, "-m", "minitorch_dist.course.make", "book"],
+        "labs": [*pytest, "labs", *NBVAL],
+        "graded": [*pytest, "tests", "-m", f"not course and ({LABS})"],
+        "unit": [*pytest, "tests", "-m", f"not course and not ({LABS})"],
+        **{
+            name: [*pytest, *(f"tests/test_{m}.py" for m in modules)]
+            for name, modules in COURSE_JOBS.items()
+        },
+        "course-rest": [*pytest, "tests", "-m", "course", *(f"--ignore={g}" for g in own)],
     }
     env = {"MINITORCH_DIST_NBVAL_PASSES": passes, "MINITORCH_DIST_PROGRESS": "0"}
-    _together(jobs, env)
+    _together(jobs, env, nice={name: NICE for name in jobs if name != "book"})
 
 
 def quick() -> None:

@@ -18,40 +18,32 @@ victim that merely saw the connection close), and no child outlives the call.
 
 from __future__ import annotations
 
-import faulthandler
-import io
 import os
-import re
 import shutil
 import signal
 import socket
 import sys
 import tempfile
 import time
-import traceback
 import warnings
 from collections.abc import Callable, Sequence
-from datetime import timedelta
 from multiprocessing import connection
 from typing import Any
 
 import torch
-import torch.distributed as dist
 import torch.multiprocessing as mp
 
 from minitorch_dist.checks import check_int
+from minitorch_dist.launching.child import _child, _read
 from minitorch_dist.launching.gpu import _run_in_torchrun, torchrun, under_torchrun
 from minitorch_dist.launching.report import (
     COLLECTIVE_TIMEOUT_ENV,
     LaunchError,
     RankError,
     RankTimeoutError,
-    _collective_timeout,
     _death,
     _raise_if_failed,
     _Report,
-    peers_waited_on,
-    watch_receives,
 )
 
 __all__ = [
@@ -234,94 +226,6 @@ def _dump_stacks(procs: list) -> None:
             os.kill(p.pid, signal.SIGUSR1)
     if procs:
         time.sleep(0.3)
-
-
-def _child(
-    fn: Callable[..., Any],
-    rank: int,
-    world_size: int,
-    args: tuple,
-    listener: socket.socket,
-    timeout: float,
-    log_path: str,
-    conn: Any,
-    backend: str,
-) -> None:
-    # Forked after the parent ran multi-threaded ops, intra-op threads would deadlock the child.
-    torch.set_num_threads(1)
-    log = open(log_path, "w", buffering=1)
-    os.dup2(log.fileno(), 1)  # C++ writes (gloo, c10d warnings) land in the same file
-    os.dup2(log.fileno(), 2)
-    sys.stdout = sys.stderr = io.TextIOWrapper(os.fdopen(1, "wb", buffering=0), write_through=True)
-    stacks = open(log_path + ".stack", "w")
-    faulthandler.register(signal.SIGUSR1, file=stacks, all_threads=False)  # see _dump_stacks
-    if faulthandler.is_enabled():  # a fatal signal's stack goes into this rank's log, not the tty
-        faulthandler.enable(file=log, all_threads=False)
-    report = _Report(rank, False)
-    try:
-        port = listener.getsockname()[1]
-        if rank == 0:  # serve the store on the socket the parent opened
-            serve = dict(timeout=timedelta(seconds=timeout), wait_for_workers=False)
-            serve["master_listen_fd"] = listener.fileno()
-            try:
-                store = dist.TCPStore("127.0.0.1", port, world_size, True, **serve)
-            except NotImplementedError:  # torch <= 2.7's libuv store takes no listen fd
-                store = dist.TCPStore("127.0.0.1", port, world_size, True, **serve, use_libuv=False)
-        else:
-            listener.close()
-            store = dist.TCPStore(
-                "127.0.0.1", port, world_size, False, timeout=timedelta(seconds=timeout)
-            )
-        dist.init_process_group(
-            backend,
-            store=store,
-            rank=rank,
-            world_size=world_size,
-            timeout=timedelta(seconds=_collective_timeout(timeout)),
-        )
-        watch_receives()  # so that a receive's timeout names the rank that never sent
-        value = fn(rank, world_size, *args)
-        report = _Report(rank, True, value=value)
-    except BaseException as e:  # noqa: BLE001 - every failure must reach the parent
-        report = _Report(
-            rank,
-            False,
-            exc_type=type(e).__name__,
-            message=str(e).strip().splitlines()[0] if str(e).strip() else "",
-            # drop this frame: the traceback starts in the user's function
-            traceback_text="".join(traceback.format_exception(type(e), e, e.__traceback__.tb_next)),
-            at=time.monotonic(),
-            waits_for=peers_waited_on(e),
-        )
-    sys.stdout.flush()
-    try:
-        conn.send(report)
-    except Exception as e:  # the return value did not pickle
-        report = _Report(
-            rank, False, exc_type=type(e).__name__, message=f"result not picklable: {e}"
-        )
-        conn.send(report)
-    if report.ok:
-        # Keep our connections open until every rank is done: a rank still waiting in a
-        # collective we skipped must time out (a clear error), not see "connection closed".
-        try:
-            conn.recv()
-        except EOFError:
-            pass
-        if dist.is_initialized():
-            dist.destroy_process_group()
-    conn.close()
-
-
-# gloo of torch <= 2.10 prints this from C++ as each rank joins: noise, dropped from the relay
-_GLOO_CONNECTED = re.compile(r"^\[Gloo\] Rank \d+ is connected to \d+ peer ranks\..*\n?", re.M)
-
-
-def _read(path: str) -> str:
-    if not os.path.exists(path):
-        return ""
-    with open(path, errors="replace") as f:
-        return _GLOO_CONNECTED.sub("", f.read())
 
 
 def _relay(output: list[str], shown: list[int]) -> None:
