@@ -166,7 +166,7 @@ def test_a_deadlocked_task_fails_in_seconds_and_stops_its_other_tests(synthetic:
     )
     seconds = time.monotonic() - start
     assert run.returncode == 0, run.stdout + run.stderr
-    assert seconds < 45, f"grading took {seconds:.0f} s"
+    assert seconds < 100, f"grading took {seconds:.0f} s"  # not 2 x 120 s (loaded machines: slack)
     report = json.loads((synthetic / "r.json").read_text())
     tests = {t["name"].split("::")[-1]: t for t in report["tests"]}
     assert tests["test_a_pass"]["status"] == "passed"
@@ -240,11 +240,13 @@ _STUCK = """
 
 @instructor_only
 @pytest.mark.slow
-def test_a_deadlocked_ring_grades_lab05_within_two_minutes(tmp_path: Path) -> None:
+def test_a_deadlocked_ring_costs_lab05_one_collective_timeout(tmp_path: Path) -> None:
     """Catches a grader that waits out every test's launch timeout (14 tests of 60-120 s: 18
-    minutes) when lab05.1's ring deadlocks: in a copy whose ring_reduce_scatter has one rank
-    that never sends, lab 5 grades in under 2 minutes, lab05.1's tests fail (the first on the
-    collective timeout, the others without running) and lab05.2 and lab05.3 still pass."""
+    minutes) or every test's collective timeout (14 x 10 s) when lab05.1's ring deadlocks: in a
+    copy whose ring_reduce_scatter has one rank that never sends, the first of lab05.1's tests
+    fails on the 10-s collective timeout, at most one more waits, the others fail without
+    running, and lab05.2 and lab05.3 still pass. The wall time is only a loose guard (it
+    depends on the machine's load); the counts carry the check."""
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
     for name in ("minitorch_dist", "tests"):
         shutil.copytree(ROOT / name, tmp_path / name, ignore=ignore)
@@ -271,11 +273,13 @@ def test_a_deadlocked_ring_grades_lab05_within_two_minutes(tmp_path: Path) -> No
     seconds = time.monotonic() - start
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     print(f"lab 5 with a deadlocked ring graded in {seconds:.0f} s")
-    assert seconds <= 120, f"grading a deadlocked lab 5 took {seconds:.0f} s"
+    assert seconds <= 300, f"grading a deadlocked lab 5 took {seconds:.0f} s"
     tests = json.loads((tmp_path / "r.json").read_text())["tests"]
     ring_tests = [t for t in tests if t["number"] == "lab05.1"]
     assert len(ring_tests) == 14 and all(t["status"] == "failed" for t in ring_tests)
-    assert any("did not finish" in t["output"] for t in ring_tests)
+    waited = [t for t in ring_tests if "did not finish" in t["output"]]
+    assert 1 <= len(waited) <= 2, [t["output"][:300] for t in ring_tests]
+    assert all("timed out after 10 s" in t["output"] for t in waited), waited[0]["output"][:2000]
     assert sum("not run: lab05.1 deadlocked" in t["output"] for t in ring_tests) >= 12
     others = [t for t in tests if t["number"] != "lab05.1"]
     assert others and all(t["status"] == "passed" for t in others), "lab05.2/3 use the ring?"

@@ -100,7 +100,7 @@ def test_rank_that_skips_a_collective_times_out() -> None:
     start = time.monotonic()
     with pytest.raises(RankTimeoutError) as info:
         launch(skip, 4, timeout=3)
-    assert time.monotonic() - start < 3 + 2  # the timeout, plus joining and stack dumps
+    assert time.monotonic() - start < 3 + 5  # the timeout, joining, stack dumps (and a busy CPU)
     assert info.value.ranks == [0, 1, 2]
     assert "did not finish within timeout=3 s" in str(info.value)
     assert "rank 0 was stuck at" in str(info.value)
@@ -178,7 +178,7 @@ def test_a_collective_timeout_caps_the_wait(monkeypatch: pytest.MonkeyPatch) -> 
     start = time.monotonic()
     with pytest.raises(RankTimeoutError) as info:
         launch(skip, 2, timeout=60)
-    assert time.monotonic() - start < 2 + 3 + 5  # the cap, the grace for others, joining
+    assert time.monotonic() - start < 2 + 3 + 8  # the cap, the grace, joining (and a busy CPU)
     assert "a collective timed out after 2 s" in str(info.value)
     assert "timeout=60" not in str(info.value), "names a timeout that did not fire"
     assert "Rank(s) [1] finished without sending or calling" in str(info.value)
