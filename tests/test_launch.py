@@ -148,6 +148,25 @@ def test_a_rank_whose_files_close_before_it_exits_is_named_not_called_stuck() ->
     assert _children() == []
 
 
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="needs sched_setaffinity")
+def test_pinned_ranks_share_one_cpu_and_launches_take_turns(monkeypatch) -> None:  # noqa: ANN001
+    """Catches $MINITORCH_DIST_PIN_RANKS pinning nothing, or pinning every launch to the same CPU
+    (make test's jobs would crowd one core): each launch's ranks run on one CPU, the next launch
+    on the next; unset, the ranks may run anywhere."""
+
+    def cpus(rank: int, world_size: int) -> list[int]:
+        return sorted(os.sched_getaffinity(0))
+
+    allowed = sorted(os.sched_getaffinity(0))
+    monkeypatch.delenv("MINITORCH_DIST_PIN_RANKS", raising=False)
+    assert launch(cpus, 2) == [allowed, allowed]
+    monkeypatch.setenv("MINITORCH_DIST_PIN_RANKS", "1")
+    first, second = launch(cpus, 3), launch(cpus, 3)
+    assert len(first[0]) == 1 and first == [first[0]] * 3 and second == [second[0]] * 3
+    if len(allowed) > 1:
+        assert first[0] != second[0]
+
+
 @needs_proc
 def test_a_rank_killed_by_a_signal_carries_its_own_last_words() -> None:
     """Catches a crash reported only as "signal 6": a rank that gloo aborts (its C++ message on

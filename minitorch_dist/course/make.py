@@ -112,14 +112,17 @@ def book() -> None:
 
 
 def _together(
-    jobs: dict[str, list[str]], env: dict[str, str], nice: dict[str, int] | None = None
+    jobs: dict[str, list[str]],
+    env: dict[str, dict[str, str]],
+    nice: dict[str, int] | None = None,
 ) -> None:
     """Run ``jobs`` (name -> command) at the same time, each writing to its own log under
     ``_build/test-logs/``; say when each ends and how long it took, print the end of a failing
     job's log, and fail if any job failed. Alone, each job leaves a core idle much of the time
     (forked ranks, notebook kernels and the browser wait on each other); together they keep both
     cores busy. Each job's CPU time (its processes and theirs) is printed beside its wall time.
-    ``nice`` lowers the priority of the jobs it names (POSIX only)."""
+    ``env`` adds variables to each job's environment; ``nice`` lowers the priority of the jobs it
+    names (POSIX only)."""
     logs = ROOT / "_build" / "test-logs"
     logs.mkdir(parents=True, exist_ok=True)
     running = {}
@@ -133,7 +136,7 @@ def _together(
             cwd=ROOT,
             stdout=out,
             stderr=subprocess.STDOUT,
-            env={**os.environ, **env},
+            env={**os.environ, **env[name]},
             preexec_fn=(lambda n=lower: os.nice(n)) if lower and hasattr(os, "nice") else None,
         )
         running[name] = (proc, out, log, time.monotonic())
@@ -191,7 +194,13 @@ def test() -> None:
         "course-rest": [*pytest, "tests", "-m", "course", *(f"--ignore={g}" for g in own)],
     }
     env = {"MINITORCH_DIST_NBVAL_PASSES": passes, "MINITORCH_DIST_PROGRESS": "0"}
-    _together(jobs, env, nice={name: NICE for name in jobs if name != "book"})
+    # The test jobs run each launch's ranks on one CPU (minitorch_dist/launching/child.py,
+    # PIN_RANKS_ENV: less system time when every core is busy); the labs and the book as a
+    # reader runs them.
+    pinned = {name: {**env, "MINITORCH_DIST_PIN_RANKS": "1"} for name in jobs}
+    for name in ("book", "labs"):
+        pinned[name] = env
+    _together(jobs, pinned, nice={name: NICE for name in jobs if name != "book"})
 
 
 def quick() -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import faulthandler
 import io
+import itertools
 import os
 import re
 import signal
@@ -32,6 +33,23 @@ from minitorch_dist.launching.report import (
     watch_receives,
 )
 
+# Set (to 1) by make test's test jobs: every rank of a launch runs on one CPU, a different CPU
+# for each launch in turn. When every core is busy anyway, the ranks' hand-offs (a collective
+# wakes a peer, which wakes its gloo thread) then stay on one core instead of crossing to another,
+# and cost less system time: the graded tests took 17 % less CPU on a 2-core VM (94 s, not 113 s)
+# and 7 % more wall time alone. Off by default: a lone launch is faster on several cores, and
+# the labs' timings mean what they say.
+PIN_RANKS_ENV = "MINITORCH_DIST_PIN_RANKS"
+_launches = itertools.count()
+
+
+def launch_cpu() -> int | None:
+    """The CPU this launch's ranks share under $MINITORCH_DIST_PIN_RANKS=1 (None: unpinned)."""
+    if os.environ.get(PIN_RANKS_ENV) != "1" or not hasattr(os, "sched_setaffinity"):
+        return None
+    cpus = sorted(os.sched_getaffinity(0))
+    return cpus[(os.getpid() + next(_launches)) % len(cpus)]
+
 
 def _child(
     fn: Callable[..., Any],
@@ -43,9 +61,12 @@ def _child(
     log_path: str,
     conn: Any,
     backend: str,
+    cpu: int | None = None,
 ) -> None:
     # Forked after the parent ran multi-threaded ops, intra-op threads would deadlock the child.
     torch.set_num_threads(1)
+    if cpu is not None:  # see PIN_RANKS_ENV
+        os.sched_setaffinity(0, {cpu})
     log = open(log_path, "w", buffering=1)
     os.dup2(log.fileno(), 1)  # C++ writes (gloo, c10d warnings) land in the same file
     os.dup2(log.fileno(), 2)

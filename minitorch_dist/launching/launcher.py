@@ -34,7 +34,7 @@ import torch
 import torch.multiprocessing as mp
 
 from minitorch_dist.checks import check_int
-from minitorch_dist.launching.child import _child, _read
+from minitorch_dist.launching.child import _child, _read, launch_cpu
 from minitorch_dist.launching.gpu import _run_in_torchrun, torchrun, under_torchrun
 from minitorch_dist.launching.report import (
     COLLECTIVE_TIMEOUT_ENV,
@@ -128,6 +128,7 @@ def _fork_and_join(
     logdir = tempfile.mkdtemp(prefix="minitorch_dist_")
     logs = [os.path.join(logdir, f"rank{r}.log") for r in range(world_size)]
     procs, conns = [], []
+    cpu = launch_cpu()  # None unless $MINITORCH_DIST_PIN_RANKS=1 (make test's test jobs)
     try:
         with warnings.catch_warnings():
             # Python >= 3.12 warns when forking a multi-threaded process (a Jupyter kernel is one).
@@ -146,6 +147,7 @@ def _fork_and_join(
                         logs[rank],
                         theirs,
                         backend,
+                        cpu,
                     ),
                     daemon=True,
                 )
