@@ -252,8 +252,7 @@ def test_fake_llama_2_7b_is_16_bytes_per_param() -> None:
     fake tensors holds 16 bytes/param of model states (plus 291 four-byte step counters)."""
     got = measure_step_fake(LlamaConfig.from_preset("llama-2-7b"), seq_len=256, micro_batch=1)
     assert got["num_params"] == 6_738_415_616
-    assert got["bytes_per_param"] == pytest.approx(16.0, abs=1e-6)
-    assert got["seconds"] < 60
+    assert got["bytes_per_param"] == pytest.approx(16.0, abs=1e-6)  # ~108 GB: fake, not held
 
 
 def test_tracker_validation() -> None:
