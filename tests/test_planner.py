@@ -237,12 +237,13 @@ def test_every_published_layout_fits_under_the_planner():
 
 def test_70b_on_1024_gpus_is_planned_quickly():
     """The issue's bound is 5 s on 2 cores (benchmarks/planner_speed.py prints the time); this
-    test allows a loaded machine six times that."""
-    start = time.perf_counter()
+    test allows six times that, in CPU seconds (the planner is one thread of pure Python), so
+    other jobs on the machine do not count."""
+    start = time.process_time()
     result = plan(
         "llama-3-70b", Cluster.from_preset("dgx-h100", 1024), global_batch=1024, seq_len=4096
     )
-    assert time.perf_counter() - start < 30
+    assert time.process_time() - start < 30
     assert len(result.fitting) > 1000 and math.isfinite(result.fitting[0].time.total)
 
 
