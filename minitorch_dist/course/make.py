@@ -237,14 +237,14 @@ def execute(notebooks: list[str]) -> None:
     _run([str(PY), "-c", EXECUTE, *notebooks], quiet=True)
 
 
-def loop_seconds(n: int = 3_000_000) -> float:
-    """CPU seconds of a fixed pure-Python loop: this machine's speed, printed beside make's
-    timings so that runs on different (or differently loaded) machines can be compared. The
-    README's timings say what it took where they were measured."""
+def machine_speed(n: int = 3_000_000) -> str:
+    """The CPU seconds of a fixed pure-Python loop, as a phrase: this machine's speed, printed
+    beside make's timings so that runs on different (or differently loaded) machines can be
+    compared. The README's timings say what it took where they were measured."""
     start, total = time.process_time(), 0
     for i in range(n):
         total += i
-    return time.process_time() - start
+    return f"a fixed Python loop of {n:,} additions took {time.process_time() - start:.2f} s of CPU"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -257,8 +257,7 @@ def main(argv: list[str] | None = None) -> int:
         print(__doc__, file=sys.stderr)
         return 2
     start = time.monotonic()
-    speed = f"a fixed Python loop of 3,000,000 additions took {loop_seconds():.2f} s of CPU"
-    print(f"machine speed: {speed}", flush=True)
+    print(f"machine speed: {machine_speed()}", flush=True)
     env = dict(os.environ, PYTHONHASHSEED="0", MPLBACKEND="Agg")
     os.environ.update(env)
     try:
@@ -267,10 +266,7 @@ def main(argv: list[str] | None = None) -> int:
     except subprocess.CalledProcessError as e:
         print(f"\nFAILED: {' '.join(map(str, e.cmd))} (exit {e.returncode})", file=sys.stderr)
         return 1
-    print(
-        f"done in {time.monotonic() - start:.0f} s (machine speed at the end: the loop took "
-        f"{loop_seconds():.2f} s of CPU)"
-    )
+    print(f"done in {time.monotonic() - start:.0f} s (machine speed at the end: {machine_speed()})")
     return 0
 
 
