@@ -22,6 +22,7 @@ lists the hits found and judged not to hand out an answer, each with its reason.
 from __future__ import annotations
 
 import builtins
+import functools
 import json
 import keyword
 import re
@@ -193,12 +194,25 @@ def _shipped() -> list[Path]:
     return sorted(files)
 
 
-def _collect() -> tuple[dict, dict]:
+def _tasks() -> list[str]:
+    """Every task with a block in a shipped file, sorted: the parameters of the search's tests,
+    read at collection (cheap; the signatures are computed when a test of this file runs)."""
+    found: set[str] = set()
+    for path in _shipped():
+        for text in _texts(path):
+            found |= _split(text)[0].keys()
+    return sorted(found)
+
+
+@functools.cache
+def _collect() -> tuple[dict, dict, set]:
     """``solutions``: {task: signatures of its blocks}; ``index``: {signature: {(file, lab)}},
-    lab None for text outside any block."""
+    lab None for text outside any block; the tasks with a block in the package. Computed once,
+    when the first test of this file runs: about 10 s of CPU that every pytest run collecting
+    tests/ (the grader's runs included) would otherwise pay at import."""
     solutions: dict[str, set] = defaultdict(set)
     index: dict[tuple, set] = defaultdict(set)
-    PACKAGE_TASKS.clear()
+    package_tasks: set[str] = set()
     for path in _shipped():
         rel = str(path.relative_to(ROOT))
         for text in _texts(path):
@@ -207,17 +221,13 @@ def _collect() -> tuple[dict, dict]:
                 index[sig].add((rel, None))
             for task, found in blocks.items():
                 if rel.startswith("minitorch_dist/"):
-                    PACKAGE_TASKS.add(task)
+                    package_tasks.add(task)
                 for lines in found:
                     sigs = _signatures(lines)
                     solutions[task] |= sigs
                     for sig in sigs:
                         index[sig].add((rel, task[:5]))
-    return dict(solutions), dict(index)
-
-
-PACKAGE_TASKS: set[str] = set()  # the tasks with a block in the package
-SOLUTIONS, INDEX = _collect()
+    return dict(solutions), dict(index), package_tasks
 
 
 def _show(sig: tuple) -> str:
@@ -226,9 +236,10 @@ def _show(sig: tuple) -> str:
 
 def copies_of(task: str, index: dict | None = None) -> dict[str, list[str]]:
     """{file: what of ``task``'s reference code it shows} in an edition stubbing its lab."""
-    index = INDEX if index is None else index
+    solutions, every, _ = _collect()
+    index = every if index is None else index
     found: dict[str, list[str]] = defaultdict(list)
-    for sig in SOLUTIONS[task]:
+    for sig in solutions[task]:
         places = index.get(sig, set())
         if sig[0] == "run" and len({rel for rel, lab in places if lab is None}) > 2:
             continue  # an idiom found all over the edition
@@ -240,9 +251,11 @@ def copies_of(task: str, index: dict | None = None) -> dict[str, list[str]]:
 
 def test_every_lab_has_tasks_with_code_to_look_for() -> None:
     """Guards the search itself: every lab's tasks were found, each with code to look for."""
-    assert {task[:5] for task in SOLUTIONS} == {f"lab{i:02d}" for i in range(12)}
-    empty = sorted(task for task, sigs in SOLUTIONS.items() if not sigs)
-    assert not set(empty) & PACKAGE_TASKS, empty  # only a notebook's one-line answers are empty
+    solutions, _, package_tasks = _collect()
+    assert sorted(solutions) == _tasks()
+    assert {task[:5] for task in solutions} == {f"lab{i:02d}" for i in range(12)}
+    empty = sorted(task for task, sigs in solutions.items() if not sigs)
+    assert not set(empty) & package_tasks, empty  # only a notebook's one-line answers are empty
 
 
 @pytest.mark.parametrize("rename", [False, True])
@@ -260,7 +273,7 @@ def test_a_copy_or_a_rewrite_is_found(rename: bool) -> None:
         pasted = [
             line.replace("idx", "expert_indices").replace("cap", "capacity") for line in pasted
         ]
-    index = {sig: set(places) for sig, places in INDEX.items()}
+    index = {sig: set(places) for sig, places in _collect()[1].items()}
     for sig in _signatures(pasted):
         index.setdefault(sig, set()).add(("tests/test_pasted.py", None))
     assert "tests/test_pasted.py" in copies_of("lab10.2", index)
@@ -272,7 +285,7 @@ def test_the_exceptions_are_still_found() -> None:
     assert not stale, stale
 
 
-@pytest.mark.parametrize("task", sorted(SOLUTIONS))
+@pytest.mark.parametrize("task", _tasks())
 def test_the_edition_ships_no_reference_code_of_the_task(task: str) -> None:
     """No file of an edition that stubs ``task`` shows its reference code outside the stub."""
     found = {rel: hits for rel, hits in copies_of(task).items() if (task, rel) not in KNOWN}
