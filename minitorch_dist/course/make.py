@@ -269,15 +269,13 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     start = time.monotonic()
     print(f"machine speed: {machine_speed()}", flush=True)
-    env = dict(os.environ, PYTHONHASHSEED="0", MPLBACKEND="Agg")
-    if env.pop("PYTHONDONTWRITEBYTECODE", ""):
+    if os.environ.pop("PYTHONDONTWRITEBYTECODE", ""):
         # Without bytecode every pytest run compiles the package and rewrites the asserts of
         # every test module again: about 6 s of CPU for each run that collects tests/, and make
         # test starts dozens (the grader's, the mutants'). It goes under _build/ instead, never
         # beside the sources, which is what the variable asks for.
-        os.environ.pop("PYTHONDONTWRITEBYTECODE")
-        env["PYTHONPYCACHEPREFIX"] = str(ROOT / "_build" / "pycache")
-    os.environ.update(env)
+        os.environ["PYTHONPYCACHEPREFIX"] = str(ROOT / "_build" / "pycache")
+    os.environ.update(PYTHONHASHSEED="0", MPLBACKEND="Agg")
     try:
         ensure_env()
         {"book": book, "test": test, "quick": quick, "notebooks": notebooks}[argv[0]]()
