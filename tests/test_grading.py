@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from minitorch_dist.grade import grade, gradescope_json
+from minitorch_dist.grade import grade, gradescope_json, lab_files
 from minitorch_dist.release import MARKER_FILE, strip_solutions
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -84,6 +84,20 @@ def test_every_graded_test_names_exactly_one_task_of_its_lab(collected: dict) ->
     assert len(graded) > 100, "the graded tests were not collected"
     problems = {k: v[2] for k, v in collected.items() if v[2]}
     assert not problems, "\n".join(f"{k}: {p}" for k, p in problems.items())
+
+
+def test_grading_a_lab_collects_every_file_of_its_graded_tests(collected: dict) -> None:
+    """Catches a graded test that ``grade --labs`` or ``--task`` would never collect: one in a
+    file that does not write its lab's marker as ``mark.labNN`` (a marker built at run time)."""
+    files: dict[str, set[str]] = {}
+    for nodeid, (lab, _, _) in collected.items():
+        if lab:
+            files.setdefault(lab, set()).add(nodeid.split("::")[0])
+    assert len(files) == 12, sorted(files)
+    for lab, needed in sorted(files.items()):
+        found = {p.relative_to(ROOT).as_posix() for p in lab_files(ROOT / "tests", [lab])}
+        assert needed <= found, f"{lab}: graded tests in {sorted(needed - found)}, not collected"
+    assert lab_files(ROOT / "tests", []) == []
 
 
 @instructor_only

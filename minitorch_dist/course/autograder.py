@@ -59,7 +59,7 @@ cd "$ROOT/source/course" && exec "$PY" -m minitorch_dist.autograder --root "$ROO
 _COLLECT = """
 import json, sys
 import pytest
-from minitorch_dist.course.grade import task_of
+from minitorch_dist.course.grade import lab_files, task_of
 
 class Graded:
     tests = {}
@@ -69,8 +69,9 @@ class Graded:
             self.tests[item.nodeid] = {"task": task_of(item), "gpu": gpu}
 
 plugin = Graded()
-code = pytest.main(["tests", "--collect-only", "-q", "-p", "no:cacheprovider", "-o", "addopts=",
-                    "--rootdir", ".", "-m", sys.argv[1]], plugins=[plugin])
+files = [str(f) for f in lab_files("tests", sys.argv[1:])] or ["tests"]
+code = pytest.main([*files, "--collect-only", "-q", "-p", "no:cacheprovider", "-o", "addopts=",
+                    "--rootdir", ".", "-m", " or ".join(sys.argv[1:])], plugins=[plugin])
 print("GRADED=" + json.dumps(plugin.tests))
 sys.exit(0 if code == 0 else 1)
 """
@@ -81,7 +82,7 @@ def collect_graded(root: str | os.PathLike, labs: list[str]) -> dict[str, dict]:
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     env["PYTHONPATH"] = str(root)
     done = subprocess.run(
-        [sys.executable, "-c", _COLLECT, " or ".join(labs)],
+        [sys.executable, "-c", _COLLECT, *labs],
         cwd=root,
         env=env,
         capture_output=True,
