@@ -7,6 +7,7 @@ test_lab11_planner.py.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import random
 import time
@@ -33,11 +34,13 @@ from minitorch_dist.planner import (
     as_model,
     comm_bytes,
     completions,
+    evaluate_published,
     in_flight,
     peak_memory,
     plan,
     rank,
     rank_memory,
+    recorded_verdict,
     step_time,
     validate,
 )
@@ -233,6 +236,20 @@ def test_every_published_layout_fits_under_the_planner():
     for run in PUBLISHED:
         rows = completions(run)
         assert any(r.fits for r in rows), (run.label, rows[0].reason)
+
+
+def test_a_recorded_verdict_is_the_full_searchs():
+    """Catches a recorded verdict (chapter 11 reads them) that differs from the search it stands
+    for, and a record whose choice does not fit or whose rank says the layout does not fit."""
+    run = PUBLISHED[0]
+    full = evaluate_published(run)
+    best = dataclasses.asdict(full.best.config)
+    assert recorded_verdict(run, full.rank, full.fitting, best) == full
+    assert recorded_verdict(run, full.rank + 1, full.fitting, best) != full
+    with pytest.raises(ValueError, match="not one fitting configuration"):
+        recorded_verdict(run, full.rank, full.fitting, {**best, "dp": 3})
+    with pytest.raises(ValueError, match="recorded rank None"):
+        recorded_verdict(run, None, full.fitting, best)
 
 
 def test_70b_on_1024_gpus_is_planned_quickly():

@@ -32,6 +32,7 @@ _EXPORTS = {  # module -> the names it provides, imported on first use (minitorc
         "completions",
         "evaluate_published",
         "gpt_standin",
+        "recorded_verdict",
     ),
     ".search": (
         "Choice",
@@ -58,6 +59,7 @@ __all__ = [
     "completions",
     "evaluate_published",
     "gpt_standin",
+    "recorded_verdict",
     "Choice",
     "Plan",
     "Row",

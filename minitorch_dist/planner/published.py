@@ -43,6 +43,7 @@ __all__ = [
     "completions",
     "evaluate_published",
     "gpt_standin",
+    "recorded_verdict",
     "LLAMA3_PRINTED_DP",
 ]
 
@@ -187,6 +188,25 @@ def evaluate_published(run: Published, result: Plan | None = None) -> Verdict:
         if all(getattr(row.config, k) == v for k, v in run.fixed.items()):
             return Verdict(run, row, i, len(fitting), fitting[0])
     return Verdict(run, None, None, len(fitting), fitting[0])
+
+
+def recorded_verdict(run: Published, rank: int | None, fitting: int, best: dict) -> Verdict:
+    """``run``'s verdict from the three things only its full search can tell (seconds of CPU per
+    run), recorded earlier (``benchmarks/published_verdicts.py``): the layout's rank, how many
+    configurations fit, and the fields of the planner's choice. The two rows are planned again,
+    each alone (``only=``, milliseconds), so their bytes and times are today's code's."""
+    ours = next((r for r in completions(run) if r.fits), None)
+    kw = {"global_batch": run.global_batch, "seq_len": run.seq_len}
+    chosen = plan(run.model, run.cluster, **kw, only=best).rows
+    if len(chosen) != 1 or not chosen[0].fits:
+        raise ValueError(
+            f"{run.label}: the recorded choice {best} is not one fitting configuration"
+        )
+    if (ours is None) != (rank is None):
+        raise ValueError(
+            f"{run.label}: recorded rank {rank}, but the layout fits: {ours is not None}"
+        )
+    return Verdict(run, ours, rank, fitting, chosen[0])
 
 
 def comparable_tflops(run: Published, row: Row) -> float:
