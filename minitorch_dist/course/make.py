@@ -216,10 +216,22 @@ def test() -> None:
 
 def quick() -> None:
     """The loop to run while working: everything `test` runs but the notebooks, the book, and
-    the tests marked ``slow`` or ``course`` (release, grading, mutants, book machinery)."""
+    the tests marked ``slow`` or ``course`` (release, grading, mutants, book machinery). Three
+    pytest runs at once, of similar CPU, so both cores work (one run alone keeps a core idle
+    much of the time): the graded tests, then the other tests of the files test_a* to test_l*,
+    and of test_m* to test_z*."""
     _run([str(BIN / "ruff"), "check", "."])
     _run([str(BIN / "ruff"), "format", "--check", "."])
-    _run([str(PY), "-m", "pytest", "tests", "-q", "-m", "not slow and not course"], quiet=True)
+    pytest = [str(PY), "-m", "pytest", "-q", "--durations=5", "-m"]
+    unit = f"not slow and not course and not ({LABS})"
+    files = sorted(p.relative_to(ROOT).as_posix() for p in ROOT.glob("tests/test_*.py"))
+    jobs = {
+        "quick-graded": [*pytest, f"not slow and not course and ({LABS})", "tests"],
+        "quick-unit-a-l": [*pytest, unit, *(f for f in files if Path(f).name < "test_m")],
+        "quick-unit-m-z": [*pytest, unit, *(f for f in files if Path(f).name >= "test_m")],
+    }
+    env = {"MINITORCH_DIST_PROGRESS": "0", "MINITORCH_DIST_PIN_RANKS": "1"}
+    _together(jobs, {name: env for name in jobs})
 
 
 def notebooks() -> None:
