@@ -100,7 +100,9 @@ def test_rank_that_skips_a_collective_times_out() -> None:
     start = time.monotonic()
     with pytest.raises(RankTimeoutError) as info:
         launch(skip, 4, timeout=3)
-    assert time.monotonic() - start < 3 + 5  # the timeout, joining, stack dumps (and a busy CPU)
+    # the launch's 3 s, not gloo's 30 min (the message says which fired); joining and the stack
+    # dumps took 5.4 s more beside seven other jobs at nice 10, so the bound is generous
+    assert time.monotonic() - start < 3 + 60
     assert info.value.ranks == [0, 1, 2]
     assert "did not finish within timeout=3 s" in str(info.value)
     assert "rank 0 was stuck at" in str(info.value)
@@ -197,7 +199,7 @@ def test_a_collective_timeout_caps_the_wait(monkeypatch: pytest.MonkeyPatch) -> 
     start = time.monotonic()
     with pytest.raises(RankTimeoutError) as info:
         launch(skip, 2, timeout=60)
-    assert time.monotonic() - start < 2 + 3 + 8  # the cap, the grace, joining (and a busy CPU)
+    assert time.monotonic() - start < 60  # the 2-s cap fired, not the launch's 60 s
     assert "a collective timed out after 2 s" in str(info.value)
     assert "timeout=60" not in str(info.value), "names a timeout that did not fire"
     assert "Rank(s) [1] finished without sending or calling" in str(info.value)

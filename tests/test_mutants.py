@@ -32,7 +32,7 @@ from mutants_labs07_10 import MUTANTS_LABS07_10
 
 from minitorch_dist.comm import reduce_scatter_tensor
 from minitorch_dist.comm.ring import _exchange
-from minitorch_dist.grade import grade, task_of
+from minitorch_dist.grade import grade, lab_files, task_of
 from minitorch_dist.planner.fit import rank_memory as _reference_rank_memory
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -225,12 +225,11 @@ ALL_MUTANTS = [*MUTANTS_LAB00, *MUTANTS, *MUTANTS_LABS01_06, *MUTANTS_LABS07_10]
 def test_the_tasks_graded_tests_catch_the_mutant(
     mutant: Mutant, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # Only the files that mention the lab can hold its graded tests (their markers are written
-    # there): collecting the other hundred files for every mutant took most of a cheap one's time.
-    # They are imported before the patch, so that the loop below replaces what they imported
-    # (a test module first imported under a mutant would keep that mutant for good).
-    lab = mutant.task.split(".")[0]
-    files = [f for f in sorted((ROOT / "tests").glob("test_*.py")) if lab in f.read_text()]
+    # Only the files that write the lab's marker can hold its graded tests (lab_files, as the
+    # grader collects them): collecting the other hundred files for every mutant took most of a
+    # cheap one's time. They are imported before the patch, so that the loop below replaces what
+    # they imported (a test module first imported under a mutant would keep that mutant for good).
+    files = lab_files(ROOT / "tests", [mutant.task.split(".")[0]])
     for f in files:
         importlib.import_module(f.stem)
     owner, name = _owner(mutant.target)

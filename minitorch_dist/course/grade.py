@@ -187,8 +187,8 @@ def grade(
     Returns their results; pytest's own terminal output goes to ``log`` (default: discarded),
     and one character per test (``.`` passed, ``F`` failed, ``s`` skipped) to stderr. A test file
     that fails to import does not stop the others; its error (file and exception) is printed and
-    appended to ``errors`` when given. ``files`` collects only those test files (default: the files that
-    mark the chosen labs, :func:`lab_files`, or every file under ``root/tests``)."""
+    appended to ``errors`` when given. ``files`` collects only those test files (default: the
+    files that mark the chosen labs, :func:`lab_files`, or every file under ``root/tests``)."""
     root = Path(root).resolve()
     for lab in labs or []:
         if not LAB_MARKER.match(lab):
