@@ -104,8 +104,13 @@ def test_rank_that_skips_a_collective_times_out() -> None:
     # dumps took 5.4 s more beside seven other jobs at nice 10, so the bound is generous
     assert time.monotonic() - start < 3 + 60
     assert info.value.ranks == [0, 1, 2]
-    assert "did not finish within timeout=3 s" in str(info.value)
-    assert "rank 0 was stuck at" in str(info.value)
+    # Two 3-s timers race: the launch's, which dumps the stuck ranks' stacks, and the waiting
+    # ranks' collective timeout, which they report themselves (it won once on a loaded machine).
+    said = str(info.value)
+    if "did not finish within timeout=3 s" in said:
+        assert "rank 0 was stuck at" in said
+    else:
+        assert "a collective timed out after 3 s" in said and "finished: [3]" in said, said
     assert _children() == []
 
 
