@@ -44,6 +44,12 @@ def config_from_args(args: argparse.Namespace) -> LlamaConfig:
     return dataclasses.replace(config, **changes)
 
 
+def markdown_table(columns: list[str], rows: list[list[str]]) -> list[str]:
+    """The lines of a Markdown table: the column titles, the rule, one line per row."""
+    lines = ["| " + " | ".join(columns) + " |", "|" + "|".join("---" for _ in columns) + "|"]
+    return lines + ["| " + " | ".join(row) + " |" for row in rows]
+
+
 def emit(text: str, out: str | None) -> None:
     """Print the report and, with ``--out PATH``, also write it there."""
     print(text)

@@ -15,9 +15,9 @@ from __future__ import annotations
 import argparse
 import os
 import platform
-from pathlib import Path
 
 import torch
+from common import emit, markdown_table
 
 from minitorch_dist.models import LlamaConfig
 from minitorch_dist.progress import progress
@@ -53,23 +53,16 @@ def markdown(rows: list[dict[str, object]]) -> str:
         "",
         f"## {HEADING}",
         "",
-        "| " + " | ".join(columns) + " |",
-        "|" + "|".join("---" for _ in columns) + "|",
     ]
-    for r in rows:
-        cells = [str(r[c]) for c in columns[:-1]] + [f"{r['seconds']:.1f}"]
-        lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines) + "\n"
+    cells = [[str(r[c]) for c in columns[:-1]] + [f"{r['seconds']:.1f}"] for r in rows]
+    return "\n".join(lines + markdown_table(columns, cells)) + "\n"
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--out", help="write the table as Markdown here")
     args = parser.parse_args()
-    text = markdown(runs())
-    print(text)
-    if args.out:
-        Path(args.out).write_text(text)
+    emit(markdown(runs()).removesuffix("\n"), args.out)
 
 
 if __name__ == "__main__":

@@ -16,7 +16,8 @@ from __future__ import annotations
 import argparse
 import platform
 from dataclasses import asdict
-from pathlib import Path
+
+from common import emit, markdown_table
 
 from minitorch_dist.planner import PUBLISHED, ParallelConfig, evaluate_published
 from minitorch_dist.progress import progress
@@ -47,21 +48,16 @@ def markdown(table: list[dict[str, object]]) -> str:
         "",
         f"## {HEADING}",
         "",
-        "| " + " | ".join(columns) + " |",
-        "|" + "|".join("---" for _ in columns) + "|",
     ]
-    lines += ["| " + " | ".join(str(r[c]) for c in columns) + " |" for r in table]
-    return "\n".join(lines) + "\n"
+    cells = [[str(r[c]) for c in columns] for r in table]
+    return "\n".join(lines + markdown_table(columns, cells)) + "\n"
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--out", help="write the table as Markdown here")
     args = parser.parse_args()
-    text = markdown(rows())
-    print(text)
-    if args.out:
-        Path(args.out).write_text(text)
+    emit(markdown(rows()).removesuffix("\n"), args.out)
 
 
 if __name__ == "__main__":
