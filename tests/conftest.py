@@ -9,6 +9,8 @@
 
 from __future__ import annotations
 
+import gc
+
 import pytest
 import torch
 
@@ -94,6 +96,15 @@ SLOW_TESTS = {
     "test_viz.py::test_package_imports_without_ipywidgets",
     "test_zero_checkpoint.py::test_apply_zero3_saved_on_4_ranks_resumes_on_2_and_on_4",
 }
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Freeze what collection built (torch, the package, every test module) out of the garbage
+    collector's reach: each full collection would otherwise walk those hundreds of thousands of
+    objects again, about 10 to 15 % of a test file's CPU on a 2-core VM (tests/test_zero.py:
+    23.3 s of user time, 19.6 s frozen). Objects the tests create are collected as before."""
+    gc.collect()
+    gc.freeze()
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
