@@ -2,7 +2,7 @@
 
     python3 -m minitorch_dist.make book     # create .venv if needed, execute and build the book
     python3 -m minitorch_dist.make test     # lint, unit + graded tests, nbval, student release,
-                                            # and the strict book build (eight jobs at once)
+                                            # and the strict book build (ten jobs at once)
     python3 -m minitorch_dist.make quick    # the 3-minute loop: ruff, unit + graded tests
                                             # (no notebooks, no slow or course-machinery tests)
     python3 -m minitorch_dist.make execute labs/lab01_*.ipynb   # re-execute notebooks in place
@@ -37,6 +37,7 @@ COURSE_JOBS = {
     "mutants": ("mutants",),
     "grading": ("grading", "grade_dependencies", "autograder"),
     "release": ("release",),
+    "install": ("student_install",),  # one test, pip's install of the edition: 4 to 5 minutes
 }
 GRADING_TESTS = tuple(name for names in COURSE_JOBS.values() for name in names)
 LABS = " or ".join(f"lab{i:02d}" for i in range(12))  # the graded tests' markers
@@ -184,8 +185,8 @@ def test() -> None:
     )  # before the tests: they check what it wrote
     if os.environ.get("PYTHONPYCACHEPREFIX"):  # compile once what every job imports (main())
         _run([str(PY), "-c", WARM_UP])
-    # Eight jobs at once: the book; nbval of every lab (once); the graded tests; the other unit
-    # tests; the course machinery's tests in four. The book is the longest chain (vendor, build,
+    # Ten jobs at once: the book; nbval of every lab (once); the graded tests; the other unit
+    # tests in two halves; the course machinery's tests in five. The book is the longest chain (vendor, build,
     # browser check) and runs at normal priority, every other job at nice 10: the book keeps a
     # core while the others share the second, then both once it is done, so neither core waits
     # at the end. tests/test_notebooks.py's second run of each lab (determinism) only when
@@ -193,11 +194,14 @@ def test() -> None:
     passes = os.environ.get("MINITORCH_DIST_NBVAL_PASSES", "0")
     pytest = [str(PY), "-m", "pytest", "-q", "--durations=15"]  # each log: its slowest tests
     own = [f"tests/test_{name}.py" for name in GRADING_TESTS]
+    unit = f"not course and not ({LABS})"
+    first, second = _halves()
     jobs = {
         "book": [sys.executable, "-m", "minitorch_dist.course.make", "book"],
         "labs": [*pytest, "labs", *NBVAL],
         "graded": [*pytest, "tests", "-m", f"not course and ({LABS})"],
-        "unit": [*pytest, "tests", "-m", f"not course and not ({LABS})"],
+        "unit-a-l": [*pytest, "-m", unit, *first],
+        "unit-m-z": [*pytest, "-m", unit, *second],
         **{
             name: [*pytest, *(f"tests/test_{m}.py" for m in modules)]
             for name, modules in COURSE_JOBS.items()
@@ -214,6 +218,14 @@ def test() -> None:
     _together(jobs, pinned, nice={name: NICE for name in jobs if name != "book"})
 
 
+def _halves() -> tuple[list[str], list[str]]:
+    """The test files in two halves of similar CPU: test_a* to test_l*, test_m* to test_z*."""
+    files = sorted(p.relative_to(ROOT).as_posix() for p in ROOT.glob("tests/test_*.py"))
+    return [f for f in files if Path(f).name < "test_m"], [
+        f for f in files if Path(f).name >= "test_m"
+    ]
+
+
 def quick() -> None:
     """The loop to run while working: everything `test` runs but the notebooks, the book, and
     the tests marked ``slow`` or ``course`` (release, grading, mutants, book machinery). Three
@@ -224,11 +236,11 @@ def quick() -> None:
     _run([str(BIN / "ruff"), "format", "--check", "."])
     pytest = [str(PY), "-m", "pytest", "-q", "--durations=5", "-m"]
     unit = f"not slow and not course and not ({LABS})"
-    files = sorted(p.relative_to(ROOT).as_posix() for p in ROOT.glob("tests/test_*.py"))
+    first, second = _halves()
     jobs = {
         "quick-graded": [*pytest, f"not slow and not course and ({LABS})", "tests"],
-        "quick-unit-a-l": [*pytest, unit, *(f for f in files if Path(f).name < "test_m")],
-        "quick-unit-m-z": [*pytest, unit, *(f for f in files if Path(f).name >= "test_m")],
+        "quick-unit-a-l": [*pytest, unit, *first],
+        "quick-unit-m-z": [*pytest, unit, *second],
     }
     env = {"MINITORCH_DIST_PROGRESS": "0", "MINITORCH_DIST_PIN_RANKS": "1"}
     _together(jobs, {name: env for name in jobs})
