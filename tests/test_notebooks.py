@@ -70,3 +70,42 @@ def test_make_tests_jobs_run_every_test_once() -> None:
 
     assert {f"test_{name}" for name in GRADING_TESTS} <= COURSE_MODULES
     assert all((ROOT / "tests" / f"test_{name}.py").exists() for name in GRADING_TESTS)
+
+
+def test_build_kernels_freeze_what_their_imports_made(tmp_path: Path, monkeypatch) -> None:
+    """Catches a kernel of the build or of nbval that still walks torch's objects on every full
+    collection (a tenth of a chapter's CPU), and a freeze that changes what a cell prints or
+    keeps a cell's garbage: the frozen count grows after the import cell only (frozen objects that
+    are freed leave it), and a cycle made later is still collected."""
+    import nbformat
+    from nbclient import NotebookClient
+
+    from minitorch_dist.course.kernel_gc import use
+
+    monkeypatch.delenv("IPYTHONDIR", raising=False)
+    monkeypatch.setattr("tempfile.tempdir", str(tmp_path))
+    use()
+    cells = [
+        "import gc, weakref\nbefore = gc.get_freeze_count()\nprint(before)",
+        "import torch, json, email.mime.text, xml.dom.minidom, http.server, unittest",
+        "after_import = gc.get_freeze_count()\nprint(after_import > before)",
+        "class Cycle:\n    pass\nc = Cycle(); c.me = c; gone = weakref.ref(c); del c\n"
+        "gc.collect(); print(gone() is None, gc.get_freeze_count() <= after_import)",
+    ]
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells])
+    NotebookClient(nb, timeout=120, kernel_name="python3").execute()
+    printed = [o.get("text", "") for c in nb.cells for o in c.outputs]
+    assert printed == ["0\n", "True\n", "True True\n"], printed
+
+
+def test_make_says_how_busy_the_cores_were() -> None:
+    """Catches a share of busy time that counts waiting on the disk as work, or idle as busy."""
+    from minitorch_dist.course.machine import busy
+
+    # ticks: user nice system idle iowait irq softirq steal
+    line = busy([0] * 8, [100, 50, 50, 150, 50, 0, 0, 0])
+    assert line.startswith(
+        "cores busy 50 % of the time (2 s of CPU: user 2 s, system 0 s; idle 2 s"
+    )
+    assert "waiting on disk 0 s" in line
+    assert busy(None, [1] * 8).startswith("cores busy: unknown")

@@ -14,6 +14,9 @@ inside) what the chapters teach. Nothing a chapter teaches imports it; it may im
     course_book     Sphinx extension: the book shows the stubs, not the solutions
     book_outputs    Sphinx extension: figures' descriptions as alt text, short paths
     browser_check   the built book in headless Chromium (browser_check_page: the checks)
+    kernel_ports    build and nbval kernels on ports no forked rank takes; kernel_gc: those
+                    kernels keep their imports out of the garbage collector's walk
+    machine         make's speed and core-busy lines
 
 Their old names (``minitorch_dist.grade``, ``python -m minitorch_dist.make``) still work: see
 ``minitorch_dist._moved``. Standard library only here: ``python -m minitorch_dist.make`` runs

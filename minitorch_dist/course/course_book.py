@@ -76,10 +76,13 @@ def _rewrite(app: Any, doctree: Any) -> None:
 
 def setup(app: Any) -> dict[str, Any]:
     """Sphinx entry point: rewrite code blocks once each page's doctree is read; the chapters'
-    kernels get ports no forked rank takes (:mod:`minitorch_dist.course.kernel_ports`)."""
+    kernels get ports no forked rank takes (:mod:`minitorch_dist.course.kernel_ports`) and
+    freeze what their imports made (:mod:`minitorch_dist.course.kernel_gc`)."""
+    from minitorch_dist.course.kernel_gc import use
     from minitorch_dist.course.kernel_ports import install
 
     install()
+    use()
     app.connect("doctree-read", _rewrite)
     return {"parallel_read_safe": True, "parallel_write_safe": True}
 
