@@ -107,6 +107,13 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     gc.freeze()
 
 
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """Hand the frozen objects back before the interpreter exits, so that its last collection
+    frees them: bindings that count their objects at exit (nanobind's, in triton, which CUDA
+    builds of torch import) would otherwise report them as leaked."""
+    gc.unfreeze()
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         if item.path.stem in COURSE_MODULES:

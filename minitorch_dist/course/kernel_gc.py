@@ -7,7 +7,8 @@ and again (chapter 6 alone on a 2-core VM: 18.5 s of user time, 15.9 s with this
 15.9 s, 14.3 s). :func:`use` points ``IPYTHONDIR`` at a profile whose startup file calls
 :func:`install` in each kernel the process starts: after a cell that imported modules, collect
 once and ``gc.freeze()`` what is alive, so that later collections skip it. Objects the cells
-make afterwards are collected as before; what a notebook prints does not change.
+make afterwards are collected as before; what a notebook prints does not change; at exit the
+frozen objects are handed back (``gc.unfreeze()``) for the interpreter's last collection.
 
 Used where the book's chapters and the labs are executed for the build and the tests (the
 book's Sphinx extension, the ``kernel_ports`` nbval plugin). A reader's own kernel is left alone,
@@ -16,6 +17,7 @@ and so is a profile the user chose: an ``IPYTHONDIR`` already set is kept.
 
 from __future__ import annotations
 
+import atexit
 import gc
 import os
 import sys
@@ -40,6 +42,9 @@ def install(shell: Any) -> None:
             seen[0] = len(sys.modules)
 
     shell.events.register("post_run_cell", after_cell)
+    # Before the interpreter's last collection: frozen objects would never be freed, and
+    # bindings that count theirs at exit (nanobind's, in triton) would report them as leaked.
+    atexit.register(gc.unfreeze)
 
 
 def use() -> None:
