@@ -82,7 +82,7 @@ def test_build_kernels_freeze_what_their_imports_made(tmp_path: Path, monkeypatc
 
     from minitorch_dist.course.kernel_gc import use
 
-    monkeypatch.delenv("IPYTHONDIR", raising=False)
+    monkeypatch.setenv("IPYTHONDIR", "")  # unset for use(), and what use() sets is undone after
     monkeypatch.setattr("tempfile.tempdir", str(tmp_path))
     use()
     cells = [

@@ -38,9 +38,9 @@ def busy(before: list[int] | None, after: list[int] | None) -> str:
         return "cores busy: unknown (no /proc/stat)"
     d = [b - a for a, b in zip(before, after)]  # user nice system idle iowait irq softirq steal
     tick = os.sysconf("SC_CLK_TCK")
-    busy = sum(d) - d[3] - d[4]
+    work = sum(d) - d[3] - d[4]
     return (
-        f"cores busy {100 * busy / sum(d):.0f} % of the time ({busy / tick:.0f} s of CPU: "
+        f"cores busy {100 * work / sum(d):.0f} % of the time ({work / tick:.0f} s of CPU: "
         f"user {(d[0] + d[1]) / tick:.0f} s, system {d[2] / tick:.0f} s; idle "
         f"{d[3] / tick:.0f} s, waiting on disk {d[4] / tick:.0f} s, stolen {d[7] / tick:.0f} s)"
     )

@@ -187,8 +187,7 @@ def test() -> None:
     if os.environ.get("PYTHONPYCACHEPREFIX"):  # compile once what every job imports (main())
         _run([str(PY), "-c", WARM_UP])
     # Eight jobs at once: the book; nbval of every lab (once); the graded tests; the other unit
-    # tests; the course machinery's tests in four. (Ten, with the unit tests in two halves and
-    # the student install alone, took 830 s, not 778 s, and 7 % more CPU on 2026-12-02.) The book is the longest chain (vendor, build,
+    # tests; the course machinery's tests in four. The book is the longest chain (vendor, build,
     # browser check) and runs at normal priority, every other job at nice 10: the book keeps a
     # core while the others share the second, then both once it is done, so neither core waits
     # at the end. tests/test_notebooks.py's second run of each lab (determinism) only when
@@ -219,14 +218,6 @@ def test() -> None:
     print(busy(before, cpu_times()), flush=True)
 
 
-def _halves() -> tuple[list[str], list[str]]:
-    """The test files in two halves of similar CPU: test_a* to test_l*, test_m* to test_z*."""
-    files = sorted(p.relative_to(ROOT).as_posix() for p in ROOT.glob("tests/test_*.py"))
-    return [f for f in files if Path(f).name < "test_m"], [
-        f for f in files if Path(f).name >= "test_m"
-    ]
-
-
 def quick() -> None:
     """The loop to run while working: everything `test` runs but the notebooks, the book, and
     the tests marked ``slow`` or ``course`` (release, grading, mutants, book machinery). Three
@@ -237,11 +228,11 @@ def quick() -> None:
     _run([str(BIN / "ruff"), "format", "--check", "."])
     pytest = [str(PY), "-m", "pytest", "-q", "--durations=5", "-m"]
     unit = f"not slow and not course and not ({LABS})"
-    first, second = _halves()
+    files = sorted(p.relative_to(ROOT).as_posix() for p in ROOT.glob("tests/test_*.py"))
     jobs = {
         "quick-graded": [*pytest, f"not slow and not course and ({LABS})", "tests"],
-        "quick-unit-a-l": [*pytest, unit, *first],
-        "quick-unit-m-z": [*pytest, unit, *second],
+        "quick-unit-a-l": [*pytest, unit, *(f for f in files if Path(f).name < "test_m")],
+        "quick-unit-m-z": [*pytest, unit, *(f for f in files if Path(f).name >= "test_m")],
     }
     env = {"MINITORCH_DIST_PROGRESS": "0", "MINITORCH_DIST_PIN_RANKS": "1"}
     _together(jobs, {name: env for name in jobs})
