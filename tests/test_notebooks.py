@@ -76,7 +76,8 @@ def test_build_kernels_freeze_what_their_imports_made(tmp_path: Path, monkeypatc
     """Catches a kernel of the build or of nbval that still walks torch's objects on every full
     collection (a tenth of a chapter's CPU), and a freeze that changes what a cell prints or
     keeps a cell's garbage: the frozen count grows after the import cell only (frozen objects that
-    are freed leave it), and a cycle made later is still collected."""
+    are freed leave it), and a cycle made later is still collected. Also a collector left off
+    after the first cell, and one turned on again after a cell turned it off."""
     import nbformat
     from nbclient import NotebookClient
 
@@ -86,16 +87,28 @@ def test_build_kernels_freeze_what_their_imports_made(tmp_path: Path, monkeypatc
     monkeypatch.setattr("tempfile.tempdir", str(tmp_path))
     use()
     cells = [
-        "import gc, weakref\nbefore = gc.get_freeze_count()\nprint(before)",
+        "import gc, weakref\nbefore = gc.get_freeze_count()\nprint(before, gc.isenabled())",
         "import torch, json, email.mime.text, xml.dom.minidom, http.server, unittest",
-        "after_import = gc.get_freeze_count()\nprint(after_import > before)",
+        "after_import = gc.get_freeze_count()\nprint(after_import > before, gc.isenabled())",
         "class Cycle:\n    pass\nc = Cycle(); c.me = c; gone = weakref.ref(c); del c\n"
         "gc.collect(); print(gone() is None, gc.get_freeze_count() <= after_import)",
+        "gc.disable()",
+        "import sqlite3, csv, tarfile, zipfile, argparse, logging.handlers, decimal, fractions\n"
+        "print(gc.isenabled())",
     ]
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells])
     NotebookClient(nb, timeout=120, kernel_name="python3").execute()
     printed = [o.get("text", "") for c in nb.cells for o in c.outputs]
-    assert printed == ["0\n", "True\n", "True True\n"], printed
+    assert printed == ["0 False\n", "True True\n", "True True\n", "False\n"], printed
+
+
+def test_tests_run_with_the_collector_on_and_collection_frozen() -> None:
+    """Catches a conftest that leaves the collector off after collection (every cycle a test
+    makes would then live until exit), and one that no longer freezes what collection built."""
+    import gc
+
+    assert gc.isenabled()
+    assert gc.get_freeze_count() > 100_000
 
 
 def test_exit_unfreezes_only_where_bindings_count_their_objects() -> None:

@@ -33,14 +33,25 @@ STARTUP = "import minitorch_dist.course.kernel_gc as k\nk.install(get_ipython())
 
 
 def install(shell: Any) -> None:
-    """After each cell that left :data:`NEW_MODULES` more modules imported, collect and freeze."""
+    """After each cell that left :data:`NEW_MODULES` more modules imported, collect and freeze.
+
+    The collector is off until the first cell has run: that cell imports torch and the package,
+    and collecting while their objects are made walks them again and again (about 0.5 s of the
+    3.5 s of CPU that importing torch, numpy, matplotlib and the package takes on a 2-core VM).
+    It is turned on once, so a cell's own ``gc.disable()`` is kept.
+    """
     seen = [len(sys.modules)]  # what the kernel itself imported is frozen with the first cell
+    first = [gc.isenabled()]  # whether to turn the collector on after the first cell
+    gc.disable()
 
     def after_cell(result: object = None) -> None:
         if len(sys.modules) - seen[0] >= NEW_MODULES:
             gc.collect()
             gc.freeze()
             seen[0] = len(sys.modules)
+        if first[0]:
+            gc.enable()
+            first[0] = False
 
     shell.events.register("post_run_cell", after_cell)
     atexit.register(unfreeze_if_counted)
