@@ -7,9 +7,10 @@ and again (chapter 6 alone on a 2-core VM: 18.5 s of user time, 15.9 s with this
 15.9 s, 14.3 s). :func:`use` points ``IPYTHONDIR`` at a profile whose startup file calls
 :func:`install` in each kernel the process starts: after a cell that imported modules, collect
 once and ``gc.freeze()`` what is alive, so that later collections skip it. Objects the cells
-make afterwards are collected as before; what a notebook prints does not change. At exit the
-frozen objects stay frozen unless a library that counts its objects at exit is loaded
-(:func:`unfreeze_if_counted`).
+make afterwards are collected as before; what a notebook prints does not change. Until the
+first cell has run the collector is off, as ``tests/conftest.py`` keeps it off while pytest
+collects. At exit the frozen objects stay frozen unless a library that counts its objects at
+exit is loaded (:func:`unfreeze_if_counted`).
 
 Used where the book's chapters and the labs are executed for the build and the tests (the
 book's Sphinx extension, the ``kernel_ports`` nbval plugin). A reader's own kernel is left alone,
