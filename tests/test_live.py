@@ -110,6 +110,34 @@ def test_html_carries_the_contract():
         live_html("predictor", dp=3)
 
 
+@pytest.mark.parametrize("kind", ["predictor", "planner"])
+def test_every_option_shows_its_value(kind):
+    """0 and 1 are numbers ("micro-batch 1", "ZeRO stage 0"); only a yes/no control says yes or
+    no. (A label lookup keyed by True once showed 1 as "yes" and 0 as "no".)"""
+    page = live_html(kind)
+    selects = re.findall(
+        r'<span[^>]*>([^<]*)</span><select data-control="(\w+)">(.*?)</select>', page
+    )
+    assert [name for _, name, _ in selects] == list(controls(kind))
+    for label, name, options in selects:
+        assert html.unescape(label) == controls(kind)[name][0]
+        shown = [
+            (json.loads(html.unescape(v)), html.unescape(t))
+            for v, t in re.findall(r'<option value="([^"]*)"[^>]*>([^<]*)</option>', options)
+        ]
+        assert [v for v, _ in shown] == list(controls(kind)[name][1])
+        for value, text in shown:
+            if type(value) is bool:
+                want = "yes" if value else "no"
+            elif type(value) is int:
+                want = f"{value:,}"
+            else:
+                want = value
+            assert text == want, f"{kind} {name}: option {value!r} shows {text!r}"
+    assert live.option_text(1) == "1" and live.option_text(0) == "0"
+    assert live.option_text(True) == "yes" and live.option_text(16384) == "16,384"
+
+
 def test_colors_are_the_books():
     assert LIVE_COLORS == COLORS
 

@@ -22,7 +22,7 @@ from collections.abc import Iterator
 from functools import cache, lru_cache
 from typing import Any
 
-__all__ = ["KINDS", "controls", "defaults", "live_result", "live_steps"]
+__all__ = ["KINDS", "controls", "defaults", "live_result", "live_steps", "option_text"]
 
 KINDS = ("predictor", "planner")
 POWERS = tuple(2**k for k in range(15))  # 1 ... 16384, as the planner widget
@@ -79,6 +79,17 @@ def controls(kind: str) -> dict[str, Control]:
             "offload": ("offload optimizer", (False, True), False),
         }
     raise ValueError(f"kind must be one of {', '.join(KINDS)}, got {kind!r}")
+
+
+def option_text(value: Any) -> str:
+    """What a control shows for one of its choices: its value. Only a yes/no control (a bool
+    choice) shows "yes" or "no"; 0 and 1 are numbers (``True == 1`` in Python, so a lookup
+    keyed by ``True`` would call 1 "yes"); integers get thousands separators ("16,384")."""
+    if type(value) is bool:
+        return "yes" if value else "no"
+    if type(value) is int:
+        return f"{value:,}"
+    return str(value)
 
 
 def defaults(kind: str) -> dict[str, Any]:

@@ -23,7 +23,7 @@ import zipfile
 from pathlib import Path
 from typing import Any
 
-from minitorch_dist.viz.live import _checked, controls, live_result
+from minitorch_dist.viz.live import _checked, controls, live_result, option_text
 
 __all__ = ["live_html", "live_modules", "render_live", "write_assets"]
 
@@ -97,10 +97,6 @@ def render_live(result: dict[str, Any]) -> str:
     return "".join(parts)
 
 
-def _option(value: Any) -> str:
-    return {True: "yes", False: "no"}.get(value, f"{value:,}" if type(value) is int else value)
-
-
 def live_html(kind: str, **initial: Any) -> str:
     """The live widget ``kind`` as one block of HTML, answered for ``initial`` (control name ->
     value; the others at their defaults) at build time. ValueError for a bad control or value."""
@@ -111,7 +107,7 @@ def live_html(kind: str, **initial: Any) -> str:
         opts = "".join(
             f'<option value="{_esc(json.dumps(c))}"'
             f"{' selected' if c == values[name] and type(c) is type(values[name]) else ''}>"
-            f"{_esc(_option(c))}</option>"
+            f"{_esc(option_text(c))}</option>"
             for c in choices
         )
         form.append(
