@@ -50,7 +50,7 @@ def _rank(rank: int, world_size: int, kind: str, mp: MixedPrecision | None) -> d
         rank=rank,
         world_size=world_size,
         grads=lambda m, o: m.gather_full_grads(),
-        weights=lambda m, o: m.gather_full_params(),
+        weights=lambda m, o: m.gather_full_params(trainable_only=True),
     )
     local = model.local_grad_shards()
     full = model.gather_full_grads()

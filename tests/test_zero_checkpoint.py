@@ -159,7 +159,7 @@ def _zero3_rank(rank: int, world_size: int, path: str, stop: int, resume: bool) 
         make_batches(VOCAB, GBS, SEQ, STEPS)[start:stop],
         rank=rank,
         world_size=world_size,
-        weights=lambda m, o: m.gather_full_params(),
+        weights=lambda m, o: m.gather_full_params(trainable_only=True),
     )
     if not resume:
         save_checkpoint(path, model, opt, step=stop)

@@ -67,7 +67,7 @@ def _zero_rank(rank: int, world_size: int, kind: str, norm_type: float) -> tuple
     if kind == "apply_zero3":
         model = apply_zero3(model)
         opt = torch.optim.AdamW(model.parameters(), **ADAMW)
-        target, weights = model, lambda: model.gather_full_params()
+        target, weights = model, lambda: model.gather_full_params(trainable_only=True)
     else:
         opt = zero_optimizer(model, int(kind), torch.optim.AdamW, **ADAMW)
         target, weights = opt, lambda: opt.full_parameters()

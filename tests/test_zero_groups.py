@@ -70,7 +70,7 @@ def _grouped_rank(rank: int, world_size: int, kind: str, grad_acc: int) -> dict:
         ignored = [model.norm.weight, model.norm.bias] if kind == "ignored" else None
         model = apply_zero3(model, ignored_params=ignored)
         opt = torch.optim.AdamW(_groups(model), **DEFAULTS)  # built from the original names
-        weights = model.gather_full_params
+        weights = lambda: model.gather_full_params(trainable_only=True)  # noqa: E731
         info["shapes"] = {n: tuple(p.shape) for n, p in model.named_parameters()}
     run_training(
         model,
@@ -82,14 +82,7 @@ def _grouped_rank(rank: int, world_size: int, kind: str, grad_acc: int) -> dict:
         grads=lambda m, o: {},
         weights=None,
     )
-    info["weights"] = weights()
-    if kind == "ignored":  # whole on every rank, under their names: add them to the comparison
-        info["weights"].update(
-            {
-                "norm.weight": model.norm.weight.detach().clone(),
-                "norm.bias": model.norm.bias.detach().clone(),
-            }
-        )
+    info["weights"] = weights()  # ignored_params too: whole on every rank, under their names
     return info
 
 

@@ -37,7 +37,13 @@ import torch.distributed as dist
 from torch import nn
 from torch.utils._pytree import tree_leaves
 
-from minitorch_dist.zero.groups import check_arguments, check_start, make_groups, make_units
+from minitorch_dist.zero.groups import (
+    check_arguments,
+    check_start,
+    make_groups,
+    make_units,
+    take_names,
+)
 from minitorch_dist.zero.guard import mark
 from minitorch_dist.zero.sharding import storage_bytes
 
@@ -103,6 +109,7 @@ class ZeroOptimizer(torch.optim.Optimizer):
         self.group, self.offload, self.optimizer_class = group, offload, optimizer_class
         self.rank, self.world_size = dist.get_rank(group), dist.get_world_size(group)
         self.model, groups = make_groups(params, param_groups, units, self._cover_groups)
+        self._param_names = take_names(groups)  # from named_parameters(), for error messages
         # the class checks its own hyper-parameters, before we touch the model
         defaults = optimizer_class(
             [torch.zeros(1, requires_grad=True)], **optimizer_kwargs
@@ -116,7 +123,12 @@ class ZeroOptimizer(torch.optim.Optimizer):
             raise ValueError(f"trainable parameters must share one device and float dtype: {kinds}")
         check_start(self, optimizer_class, optimizer_kwargs, sync_params)  # weights, class
         self.units, self._unit_group = make_units(
-            self.model, self.param_groups, self._shards_per_unit(), units, param_groups is not None
+            self.model,
+            self.param_groups,
+            self._shards_per_unit(),
+            units,
+            param_groups is not None,
+            self._param_names,
         )
         self._reduced = False  # set by reduce_gradients() (clipping), cleared by step()
         mark([p for u in self.units for p in u.params], self, f"ZeRO stage {self.stage}")

@@ -22,7 +22,14 @@ from minitorch_dist.zero.guard import check_elementwise
 from minitorch_dist.zero.sharding import FlatUnit, build_units
 from minitorch_dist.zero.sync import check_or_sync_params
 
-__all__ = ["check_arguments", "check_start", "make_groups", "make_units"]
+__all__ = [
+    "check_arguments",
+    "check_start",
+    "make_groups",
+    "make_units",
+    "param_label",
+    "take_names",
+]
 
 
 def make_groups(
@@ -44,7 +51,7 @@ def make_groups(
         groups = list(params)
         if groups and not isinstance(groups[0], dict):
             groups = [{"params": groups}]
-        return None, groups
+        return None, [{**g, "params": _listed(g["params"])} for g in groups]
     trainable = [p for p in model.parameters() if p.requires_grad]
     if not trainable:
         raise ValueError("the model has no trainable parameters")
@@ -72,14 +79,46 @@ def make_groups(
     return model, groups
 
 
+def _listed(params: Any) -> list:
+    """A group's parameters as a list (one tensor, an iterator, or ``(name, tensor)`` pairs)."""
+    return [params] if isinstance(params, torch.Tensor) else list(params)
+
+
+def take_names(groups: list[dict[str, Any]]) -> dict[int, str]:
+    """Strip ``(name, tensor)`` pairs (``model.named_parameters()``, as torch.optim takes them
+    since 2.6) down to the tensors, in place; returns the names by ``id`` of the tensor."""
+    names = {}
+    for g in groups:
+        pairs = g["params"]
+        if any(isinstance(p, tuple) for p in pairs):
+            if not all(isinstance(p, tuple) and len(p) == 2 for p in pairs):
+                raise ValueError("a param group mixes (name, parameter) pairs and bare tensors")
+            names.update({id(p): n for n, p in pairs})
+            g["params"] = [p for _, p in pairs]
+    return names
+
+
+def param_label(names: dict[int, str], index: int, p: torch.Tensor) -> str:
+    """How an error names a parameter: its module path, or where a bare iterator hid it, its
+    position and shape, with how to get the name."""
+    if id(p) in names:
+        return f"parameter {names[id(p)]!r}"
+    return (
+        f"parameter {index} of the optimizer (shape {tuple(p.shape)}; pass "
+        "model.named_parameters() or the model instead of model.parameters() to see its name)"
+    )
+
+
 def make_units(
     model: nn.Module | None,
     param_groups: list[dict[str, Any]],
     shards: int,
     units: Sequence[nn.Module] | Callable[[nn.Module], Sequence[nn.Module]] | None,
     by_group: bool,
+    known: dict[int, str] | None = None,
 ) -> tuple[list[FlatUnit], list[int]]:
-    """The units, and the param group of each."""
+    """The units, and the param group of each (``known``: parameter names by ``id``)."""
+    known = known or {}
     trainable = [[p for p in g["params"] if p.requires_grad] for g in param_groups]
     if model is not None and not by_group:
         found = build_units(model, shards, units)
@@ -95,7 +134,7 @@ def make_units(
     index = {id(p): i for i, p in enumerate(p for g in param_groups for p in g["params"])}
     for g, ps in enumerate(trainable):
         if ps:
-            names = [f"param{index[id(p)]}" for p in ps]
+            names = [known.get(id(p), f"param{index[id(p)]}") for p in ps]
             out.append(FlatUnit(None, f"group{g}", ps, names, shards))
             owner.append(g)
     return out, owner
@@ -114,7 +153,7 @@ def check_start(
         device = "cpu" if fake else trainable[0].device
         check_elementwise(optimizer_class, optimizer_kwargs, device, trainable[0].dtype)
     flat = (p for g in opt.param_groups for p in g["params"])
-    named = [(f"parameter 'param{i}'", p) for i, p in enumerate(flat)]
+    named = [(param_label(opt._param_names, i, p), p) for i, p in enumerate(flat)]
     if opt.model is not None:
         named = [(f"parameter {n!r}", p) for n, p in opt.model.named_parameters()]
         named += [(f"buffer {n!r}", b) for n, b in opt.model.named_buffers()]

@@ -14,6 +14,7 @@ same ranks.
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 import torch
@@ -87,6 +88,19 @@ def _check_groups(opt: Any, saved: list[dict[str, Any]]) -> None:
         raise ValueError(f"the state dict has param groups of {got} parameters, expected {sizes}")
 
 
+def _check_shapes(opt: Any, states: list[list[dict[str, Any]]]) -> None:
+    """Before anything is written: every elementwise state has its parameter's element count
+    (``ValueError`` naming the parameter by its module path where the optimizer knows it)."""
+    for unit, per in zip(opt.units, states):
+        for name, p, s in zip(unit.names, unit.params, per):
+            for key, value in s.items():
+                if _elementwise(key, value) and value.numel() != p.numel():
+                    raise ValueError(
+                        f"optimizer state {key!r} of parameter {name!r} has shape "
+                        f"{tuple(value.shape)}, the parameter {tuple(p.shape)}"
+                    )
+
+
 @torch.no_grad()
 def load_full_state_dict(opt: Any, state_dict: dict[str, Any]) -> None:
     """Load a full state dict (saved on any number of ranks): keep this rank's shard of it."""
@@ -97,6 +111,7 @@ def load_full_state_dict(opt: Any, state_dict: dict[str, Any]) -> None:
     index = _param_index(opt)
     saved_ids = [i for g in state_dict["param_groups"] for i in g["params"]]
     by_param = {i: state_dict["state"].get(saved_ids[i], {}) for i in range(len(saved_ids))}
+    _check_shapes(opt, [[by_param[index[id(p)]] for p in u.params] for u in opt.units])
     inner_state = {}
     for k, unit in enumerate(opt.units):
         states = [by_param[index[id(p)]] for p in unit.params]
@@ -112,8 +127,8 @@ def load_full_state_dict(opt: Any, state_dict: dict[str, Any]) -> None:
                     if name in s:
                         flat[o : o + n].copy_(s[name].reshape(-1))
                 loaded[name] = flat[lo:hi].clone()  # (S,): this rank's shard
-            else:
-                loaded[name] = value
+            else:  # a copy: torch's optimizers advance "step" in place
+                loaded[name] = value.clone() if isinstance(value, torch.Tensor) else value
         inner_state[k] = loaded
     groups = [
         {**opt._hyper(g), "params": [k for k, ug in enumerate(opt._unit_group) if ug == g]}
@@ -152,4 +167,5 @@ def load_local_state_dict(opt: Any, state_dict: dict[str, Any]) -> None:
         )
     for group, hyper in zip(opt.param_groups, state_dict["param_groups"]):
         group.update(hyper)
-    opt.inner.load_state_dict(state_dict["optimizer"])
+    # a copy: torch's load_state_dict keeps the tensors it is given, and updates them in place
+    opt.inner.load_state_dict(copy.deepcopy(state_dict["optimizer"]))

@@ -30,6 +30,12 @@ def _elementwise(key: str, value: Any) -> bool:
     return isinstance(value, torch.Tensor) and key != "step" and value.dim() > 0
 
 
+def _copy(value: Any) -> Any:
+    """A tensor of its own (torch's optimizers update ``step`` in place: two parameters
+    sharing one tensor would advance it twice per step), anything else as it is."""
+    return value.clone() if isinstance(value, torch.Tensor) else value
+
+
 class Zero3Module:
     """Mixed into the class of a model :func:`apply_zero3` transformed (as FSDP2's
     ``FSDPModule``). Every method is a collective unless it says otherwise."""
@@ -75,17 +81,14 @@ class Zero3Module:
                                 )
                             flat[start : start + pc.numel()] = s[key].reshape(-1)
                     pieces = self._gather(u, flat)
-                else:
-                    pieces = [ref.clone() if isinstance(ref, torch.Tensor) else ref] * len(u.names)
+                else:  # a scalar such as Adam's step: each parameter's own copy
+                    pieces = [_copy(s.get(key, ref)) for s in per]
                 for name, piece in zip(u.names, pieces):
                     state.setdefault(name, {})[key] = piece
         names = {id(p): n for n, p in self.named_parameters()}
         for p in self.zero3.ignored:
             if p in optimizer.state:
-                state[names[id(p)]] = {
-                    k: v.clone() if isinstance(v, torch.Tensor) else v
-                    for k, v in optimizer.state[p].items()
-                }
+                state[names[id(p)]] = {k: _copy(v) for k, v in optimizer.state[p].items()}
         return model, {"state": state, "param_groups": optimizer.state_dict()["param_groups"]}
 
     def _check_load(self, model: dict, optim: dict | None, optimizer: Any) -> None:
@@ -155,24 +158,44 @@ class Zero3Module:
             entry = optim["state"].get(name)
             if not entry:
                 continue
-            state[i] = {
+            state[i] = {  # copies: torch's load_state_dict keeps a "step" tensor it is given
                 k: (
                     v.reshape(-1)[span[0] : span[1]].view(p.shape).clone()
                     if span is not None and _elementwise(k, v)
-                    else v
+                    else _copy(v)
                 )
                 for k, v in entry.items()
             }
         optimizer.load_state_dict({"state": state, "param_groups": optim["param_groups"]})
 
-    def gather_full_params(self) -> dict[str, torch.Tensor]:
-        """Every sharded parameter, whole, by its original name (from the fp32 shards)."""
-        return self._gather_flat(lambda u: u.master)
+    def _whole(self, sharded: dict[str, torch.Tensor], own: Callable) -> dict[str, torch.Tensor]:
+        """By the names of ``named_parameters()`` (a tied weight once): the gathered tensor of
+        a sharded parameter, ``own(p)`` of a parameter kept whole (skipped when None)."""
+        name_of = {id(pc): n for u in self.zero3.units for n, pc in zip(u.names, u.pieces)}
+        out = {}
+        for name, p in self.named_parameters():
+            value = sharded[name_of[id(p)]] if id(p) in name_of else own(p)
+            if value is not None:
+                out[name] = value
+        return out
+
+    def gather_full_params(self, *, trainable_only: bool = False) -> dict[str, torch.Tensor]:
+        """Every parameter of the model, whole, by its original name, as torch's full state
+        dict holds it: the sharded ones gathered from the fp32 shards, the ``ignored_params``
+        and frozen ones copied as they are (``trainable_only``: without the frozen ones, as
+        :func:`~minitorch_dist.reference.param_values` reads a model). With the buffers:
+        ``zero3_state_dict()[0]``."""
+        sharded = self._gather_flat(lambda u: u.master)
+        keep = lambda p: p.requires_grad or not trainable_only  # noqa: E731
+        return self._whole(sharded, lambda p: p.detach().clone() if keep(p) else None)
 
     def gather_full_grads(self) -> dict[str, torch.Tensor]:
-        """Every sharded parameter's gradient, whole, averaged over the ranks (after
-        backward; zeros where none was computed yet)."""
-        return self._gather_flat(lambda u: u.grad_shard)
+        """Every trainable parameter's gradient, whole, by name, averaged over the ranks (after
+        backward): the sharded ones gathered (zeros where none was computed yet), those of
+        ``ignored_params`` as they are (left out while they have none)."""
+        sharded = self._gather_flat(lambda u: u.grad_shard)
+        grad = lambda p: p.grad.detach().clone() if p.grad is not None else None  # noqa: E731
+        return self._whole(sharded, lambda p: grad(p) if p.requires_grad else None)
 
     def local_grad_shards(self) -> dict[str, tuple[torch.Tensor, tuple[int, int]]]:
         """This rank's part of each parameter's gradient, no communication: by name, the 1-D
