@@ -11,6 +11,7 @@ inside) what the chapters teach. Nothing a chapter teaches imports it; it may im
     results         the committed benchmark results the chapters read (benchmarks/results/)
     vendor          the book's own MathJax, require.js and widget embedder (pinned, offline)
     book_links      Sphinx extension: Colab twins of the chapters, bibliography labels
+    repository      the repository's address, one setting (_config.yml) that the rest follows
     course_book     Sphinx extension: the book shows the stubs, not the solutions
     book_outputs    Sphinx extension: figures' descriptions as alt text, short paths
     browser_check   the built book in headless Chromium (browser_check_page: the checks)

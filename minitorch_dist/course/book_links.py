@@ -5,7 +5,8 @@
   twins live in ``colab/chapters/`` (outside the book, committed; ``python -m
   minitorch_dist.book_links`` regenerates them, tests/test_book_links.py checks they are in
   sync), each opening with the install cell the labs use; the extension points each chapter's
-  Colab button at its twin.
+  Colab button at its twin. The same command first points every lab's install cell, the README
+  and chapter 0 at ``_config.yml``'s ``repository.url`` (:mod:`minitorch_dist.course.repository`).
 - **Offline assets**: when a build starts it writes the book's own MathJax and widget scripts
   (:mod:`minitorch_dist.vendor`), and it drops sphinx-thebe's scripts while thebe is off (the
   ``const THEBE_JS_URL`` script is emitted twice on every page, a console error).
@@ -269,6 +270,10 @@ def setup(app: Any) -> dict[str, Any]:
 
 
 if __name__ == "__main__":
+    from minitorch_dist.course.repository import follow
+
+    for path in follow():  # _config.yml's repository.url into the labs, README and chapter 0
+        print(path.relative_to(ROOT))
     for path in write_colab():
         print(path.relative_to(ROOT))
     sys.exit(0)

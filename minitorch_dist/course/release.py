@@ -50,6 +50,7 @@ from .edition import (
     student_readme,
     write_manifest,
 )
+from .repository import repository_url
 
 __all__ = [
     "MANIFEST_FILE",
@@ -68,7 +69,7 @@ _THIS = Path(__file__).resolve()  # the tool itself: its docstring shows the mar
 # Files the edition leaves out: the mutants are the reference solutions with one mistake each,
 # the exercise tests hold the exercises' worked answers.
 _INSTRUCTOR_ONLY = ("tests/test_mutants.py", "tests/mutants_*.py", "tests/test_*exercises.py")
-SOURCE_REPO = "https://github.com/minitorch-dist/minitorch_dist"  # rewritten by --repo
+SOURCE_REPO = repository_url()  # _config.yml's repository.url; --repo replaces it
 _LAB = re.compile(r"^lab\d\d$")
 _TEXT_SUFFIXES = {".ipynb", ".md", ".yml", ".toml", ".py", ".txt", ".cfg"}
 
@@ -161,6 +162,7 @@ def make_release(
     repository with one commit. ``autograder``: also write Gradescope's bundle to that zip.
     """
     keep = _keep_rule(labs)
+    source_repo = repository_url(root)  # the address the source's files name
     if repo is not None:
         repo = check_repo_url(repo)
     root, dest = Path(root).resolve(), Path(dest).resolve()
@@ -185,8 +187,8 @@ def make_release(
         shutil.copy2(src, target)
         if repo is not None and target.suffix in _TEXT_SUFFIXES and src != _THIS:
             text = target.read_text()
-            if SOURCE_REPO in text:
-                target.write_text(text.replace(SOURCE_REPO, repo.rstrip("/")))
+            if source_repo in text:
+                target.write_text(text.replace(source_repo, repo.rstrip("/")))
         if target.suffix == ".py" and rel.parts[0] == "minitorch_dist" and src != _THIS:
             new, tasks = strip_solutions(target.read_text(), str(rel), keep)
             target.write_text(new)
@@ -204,7 +206,7 @@ def make_release(
     )
     chosen = sorted(set(labs)) if labs else sorted({t[:5] for t in counts})
     manifest = write_manifest(dest, chosen, files_of)
-    (dest / "README.md").write_text(student_readme(counts, labs, repo or SOURCE_REPO))
+    (dest / "README.md").write_text(student_readme(counts, labs, repo or source_repo))
     if commit:
         commit_edition(dest, repo)
     if autograder is not None:
