@@ -22,6 +22,7 @@ from minitorch_dist.course.book_links import (
     hide_format_markers,
     install_cell_source,
 )
+from minitorch_dist.course.repository import repository_url
 
 # The book's tooling: installed with the instructor's extras, not in a student's install.
 nbformat = pytest.importorskip("nbformat")
@@ -99,7 +100,9 @@ def _context(url: str) -> dict:
     return {"header_buttons": [{"label": "launch-buttons", "buttons": [binder, colab]}]}
 
 
-BLOB = "https://colab.research.google.com/github/minitorch-dist/minitorch_dist/blob/main"
+# The launch button's address for the repository _config.yml names (repository.url).
+BLOB = repository_url().replace("https://github.com/", "https://colab.research.google.com/github/")
+BLOB += "/blob/main"
 
 
 def test_colab_button_of_a_chapter_opens_its_twin():
