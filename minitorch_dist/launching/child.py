@@ -13,6 +13,7 @@ import faulthandler
 import io
 import itertools
 import os
+import pickle
 import re
 import signal
 import socket
@@ -112,13 +113,17 @@ def _child(
             waits_for=peers_waited_on(e),
         )
     sys.stdout.flush()
+    # Plain pickle, not the connection's: torch registers a reduction with multiprocessing's
+    # pickler that moves a tensor into shared memory, so a tensor returned here and passed to a
+    # later launch would be one memory for all its forked ranks, each updating it in place.
     try:
-        conn.send(report)
+        data = pickle.dumps(report)
     except Exception as e:  # the return value did not pickle
         report = _Report(
             rank, False, exc_type=type(e).__name__, message=f"result not picklable: {e}"
         )
-        conn.send(report)
+        data = pickle.dumps(report)
+    conn.send_bytes(data)
     if report.ok:
         # Keep our connections open until every rank is done: a rank still waiting in a
         # collective we skipped must time out (a clear error), not see "connection closed".

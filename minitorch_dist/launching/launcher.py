@@ -19,6 +19,7 @@ victim that merely saw the connection close), and no child outlives the call.
 from __future__ import annotations
 
 import os
+import pickle
 import shutil
 import signal
 import socket
@@ -196,7 +197,7 @@ def _collect(procs: list, conns: list, timeout: float) -> tuple[dict[int, _Repor
         for r, c in list(pending.items()):
             if c in ready:
                 try:
-                    reports[r] = c.recv()
+                    reports[r] = pickle.loads(c.recv_bytes())  # by value (child.py says why)
                 except (EOFError, OSError):
                     pass  # the rank died without reporting; its sentinel tells us
                 del pending[r]

@@ -11,9 +11,13 @@ back: each ZeRO rank then keeps its own shard, which is what resharding means he
 ``sharded=True`` each rank writes only its own shard of the optimizer state (no gathering,
 less traffic), and the checkpoint loads only on the same number of ranks. A model sharded by
 :func:`~minitorch_dist.zero.apply_zero3` is saved whole too: its parameters gathered under their
-original names, its optimizer's state gathered per parameter (``zero3_state_dict``). With
+original names, its optimizer's state gathered per parameter (``zero3_state_dict``), and so is
+a model under :class:`~minitorch_dist.zero.ZeroStage3`, whose ``state_dict()`` gathers. With
 ``optimizer=None`` the model alone is saved or loaded; a load checks the model's keys and
-shapes before it writes anything (``strict=False`` loads the keys both have).
+shapes before it writes anything (``strict=False`` loads the keys both have). DCP writes a name
+once, so a save first checks that every rank holding a name holds the same tensor under it: a
+tensor- or pipeline-parallel model saves with ``group=`` its data-parallel group, one directory
+per model-parallel rank (``ValueError`` otherwise, never a checkpoint of one rank's slice).
 
 Nothing is lost when a rank, or the machine, dies at any instant of a save: DCP writes into
 ``path/.tmp-step_N``; only after every rank has finished does rank 0 write the marker
@@ -43,24 +47,26 @@ from torch import nn
 from torch.distributed.checkpoint import FileSystemReader
 from torch.distributed.checkpoint.metadata import TensorStorageMetadata
 
+from minitorch_dist.comm import group_rank, group_size
 from minitorch_dist.zero import checkpoint_files as files
 
 __all__ = ["latest_checkpoint", "load_checkpoint", "save_checkpoint"]
 
 
 def _rank(group: dist.ProcessGroup | None) -> tuple[int, int]:
+    """This rank's place in ``group``; checkpoints are collectives, so one must exist."""
     if not (dist.is_available() and dist.is_initialized()):
         raise ValueError("checkpoints are collectives: run under launch() (or torchrun)")
-    return dist.get_rank(group), dist.get_world_size(group)
+    return group_rank(group), group_size(group)
 
 
 def _check(model: nn.Module, optimizer: Any, sharded: bool = False) -> None:
-    """ZeRO-3 keeps different shards under the same names on every rank, which DCP would take
-    for replicated tensors and write once: only the full state of ``apply_zero3`` is saved."""
-    if getattr(optimizer, "stage", None) == 3 or (sharded and hasattr(model, "zero3")):
+    """apply_zero3 keeps different pieces under the same names on every rank, which DCP would
+    take for replicated tensors and write once: its model is saved whole (``sharded=False``)."""
+    if sharded and hasattr(model, "zero3"):
         raise ValueError(
             "ZeRO-3 is saved as apply_zero3(model) with sharded=False only: its "
-            "shards have the same names on every rank"
+            "pieces have the same names on every rank"
         )
 
 
@@ -129,6 +135,7 @@ def save_checkpoint(
     _check(model, optimizer, sharded)
     root = Path(path)
     flat = _flatten(model, optimizer, step, sharded, rank, world_size)
+    files.check_replicated(flat, group)  # DCP writes a name once: it must mean one tensor
     name = files.agreed(lambda: files.prepare(root, step) if rank == 0 else None, group)[0]
     tmp = root / f".tmp-{name}"
     with files.first_cause("save"):

@@ -35,6 +35,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import torch
 import torch.distributed as dist
 from torch.distributed.checkpoint.api import CheckpointException
 
@@ -197,6 +198,30 @@ def _portable(exc: BaseException | None) -> BaseException | None:
         return exc
     except Exception:  # noqa: BLE001 - any exception that does not travel
         return RuntimeError(f"{type(exc).__name__}: {exc}")
+
+
+def check_replicated(flat: dict[str, Any], group: dist.ProcessGroup | None) -> None:
+    """DCP saves a name that several ranks hold once, taking it for a replicated tensor. Raise
+    ``ValueError`` on every rank when two ranks of ``group`` hold different tensors under one
+    name (a tensor- or pipeline-parallel model saved over all its ranks): each model-parallel
+    rank's replicas save with ``group=`` their data-parallel group, in a directory of their own."""
+    mine = {}
+    for name, t in flat.items():
+        if isinstance(t, torch.Tensor):
+            x = t.detach().reshape(-1).double()
+            mine[name] = (tuple(t.shape), x.sum().item(), (x * x).sum().item(), x[::7].sum().item())
+    everyone: list[Any] = [None] * dist.get_world_size(group)
+    dist.all_gather_object(everyone, mine, group=group)
+    for name in sorted(set().union(*everyone)):
+        held = [(r, f[name]) for r, f in enumerate(everyone) if name in f]
+        differ = [r for r, f in held if f != held[0][1]]
+        if differ:
+            raise ValueError(
+                f"{name!r} differs between ranks {held[0][0]} and {differ[0]} of the saving "
+                "group, and a checkpoint writes each name once: save a model- (tensor- or "
+                "pipeline-) parallel model with group= its data-parallel group, into a "
+                "directory of its own per model-parallel rank"
+            )
 
 
 def agreed(fn: Callable[[], Any] | None, group: dist.ProcessGroup | None) -> list[Any]:

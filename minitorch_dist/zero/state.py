@@ -118,7 +118,7 @@ def load_full_state_dict(opt: Any, state_dict: dict[str, Any]) -> None:
         first = next((s for s in states if s), None)
         if first is None:
             continue  # no step taken yet
-        lo, hi = unit.shard_range(opt.rank)
+        lo, hi = unit.shard_range(opt.rank if unit.world_size > 1 else 0)  # stage 0: whole
         loaded = {}
         for name, value in first.items():
             if _elementwise(name, value):

@@ -69,6 +69,7 @@ class _Engine(ZeroStage3):
 
     _cover_groups = False  # ignored_params belong to no unit
     _check_optimizer = False  # the user's optimizer is checked at its first step instead
+    _whole_state_dict = False  # state_dict() holds the pieces; zero3_state_dict() the whole
     ignored: list[nn.Parameter]
 
     def _on_grad(self, unit: FlatUnit, param: torch.Tensor, *hook_args: Any) -> None:
