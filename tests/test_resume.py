@@ -218,3 +218,75 @@ def test_the_matrix_sees_a_shared_step_tensor(tmp_path):
     whole = _whole("apply_zero3", 2)
     assert second[0]["shared"] > 0
     assert first[0]["losses"] + second[0]["losses"] != whole[0]["losses"]
+
+
+def _grid_rank(rank: int, world_size: int, how: str, phase: str, path: str, saved: Any):  # noqa: ANN202
+    """The 3D recipe on a dp=2 x tp=2 grid: ``phase`` as in :func:`_rank`; ``how`` is "memory"
+    (the stage's and ZeRO-1's full state dicts), "local" (ZeRO-1's shards) or "file" (one
+    checkpoint per tp rank, saved over its dp x cp group) -- or "world", a save over every rank,
+    which must be refused: the tp ranks hold different slices under the same names."""
+    from minitorch_dist.grid import ProcessGrid
+    from minitorch_dist.models import Llama
+    from minitorch_dist.parallel3d import build_3d, rank_micro_batches, train_step
+    from minitorch_dist.parallel3d.compare import TINY
+
+    torch.manual_seed(0)
+    grid = ProcessGrid(dp=2, tp=2)
+    model3d = build_3d(
+        Llama(TINY).to(torch.float64), grid, micro_batches=2, seq_len=16, lr=1e-2, max_norm=0.5
+    )
+    stage, opt = model3d.stage, model3d.optimizer
+    mine = f"{path}/tp{grid.index('tp')}"  # one checkpoint per model-parallel rank
+    batches = make_batches(TINY.vocab_size, 4, 16, 2 * K)
+    if phase == "second":
+        if how == "file":
+            assert load_checkpoint(mine, stage, opt, group=grid.group("dp_cp")) == K
+        else:
+            model_sd, optim_sd = saved[rank]
+            stage.load_state_dict(model_sd)
+            (opt.load_local_state_dict if how == "local" else opt.load_state_dict)(optim_sd)
+        batches = batches[K:]
+    elif phase == "first":
+        batches = batches[:K]
+    losses = [train_step(model3d, rank_micro_batches(b, grid, 2)) for b in batches]
+    out: dict[str, Any] = {"losses": losses}
+    if phase == "first" and how == "world":
+        try:
+            save_checkpoint(path, stage, opt, step=K)
+        except ValueError as e:
+            out["refused"] = str(e)
+    elif phase == "first" and how == "file":
+        save_checkpoint(mine, stage, opt, step=K, group=grid.group("dp_cp"))
+    elif phase == "first":
+        local = how == "local"
+        out["saved"] = (stage.state_dict(), opt.local_state_dict() if local else opt.state_dict())
+    out["weights"] = {n: p.detach().clone() for n, p in model3d.named.items()}
+    out["state"] = opt.state_dict()
+    return out
+
+
+@pytest.mark.parametrize("how", ["memory", "local", "file"])
+def test_the_3d_recipe_resumes_bit_for_bit(tmp_path, how):
+    """Catches a 3D checkpoint that keeps one tp rank's slices (a checkpoint writes each name
+    once) or loses ZeRO-1's state over dp x cp: on a dp=2 x tp=2 grid the resumed run's losses,
+    weights and optimizer state equal the uninterrupted run's, bit for bit, on every rank."""
+    path = str(tmp_path)
+    whole = launch(_grid_rank, 4, how, "whole", path, None)
+    first = launch(_grid_rank, 4, how, "first", path, None)
+    saved = [r.get("saved") for r in first]
+    second = launch(_grid_rank, 4, how, "second", path, saved)
+    for r, (a, b, ref) in enumerate(zip(first, second, whole)):
+        assert a["losses"] + b["losses"] == ref["losses"], r
+        assert set(b["weights"]) == set(ref["weights"])
+        for name, w in ref["weights"].items():
+            assert torch.equal(b["weights"][name], w), (r, name)
+        _assert_same_state(b["state"], ref["state"], None)
+
+
+def test_a_tensor_parallel_model_saved_over_every_rank_is_refused(tmp_path):
+    """Catches the silent loss of all tp slices but one: a save over the whole grid raises a
+    ValueError naming a tensor and the data-parallel group to save over, on every rank."""
+    for out in launch(_grid_rank, 4, "world", "first", str(tmp_path), None):
+        assert "differs between ranks" in out.get("refused", ""), out.get("refused")
+        assert "data-parallel group" in out["refused"]
+    assert not (tmp_path / "latest").exists()

@@ -115,6 +115,21 @@ class PipelineStage:
     def parameters(self) -> list[nn.Parameter]:
         return [p for chunk in self.chunks for p in chunk.parameters()]
 
+    def state_dict(self) -> dict[str, torch.Tensor]:
+        """The chunks' state under the model's names (the chunks hold disjoint layers), what a
+        checkpoint of this rank's part of the model saves."""
+        return {k: v for chunk in self.chunks for k, v in chunk.state_dict().items()}
+
+    def load_state_dict(self, state_dict: dict[str, torch.Tensor], strict: bool = True) -> None:
+        """Each chunk loads its own names; with ``strict``, a name no chunk has is an error."""
+        mine = [set(chunk.state_dict()) for chunk in self.chunks]
+        extra = sorted(set(state_dict) - set().union(*mine))
+        if strict and extra:
+            raise ValueError(f"names that no chunk of this pipeline stage holds: {extra[:5]}")
+        for chunk, names in zip(self.chunks, mine):
+            part = {k: v for k, v in state_dict.items() if k in names}
+            chunk.load_state_dict(part, strict=strict)
+
     @property
     def in_flight(self) -> int:
         """Chunk-micro-batches whose activations this rank keeps for a backward pass."""
