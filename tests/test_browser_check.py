@@ -16,10 +16,11 @@ CHROMIUM_MISSING = not Path(bc.CHROMIUM).exists()
 WIDGET = """
 <div data-live="predictor" data-state="static" data-inputs='{"zero_stage":0,"dp":1}'
      data-result='{"kind":"predictor","total":10010}'>
-  <select data-control="zero_stage"><option value="0" selected>0</option><option value="1">1</option>
-    <option value="3">3</option></select>
-  <select data-control="dp"><option value="1" selected>1</option><option value="8">8</option></select>
-  <p class="live-status"></p><div class="live-output">total 10010</div>
+  <label><span>ZeRO stage</span><select data-control="zero_stage"><option value="0" selected>0</option>
+    <option value="1">1</option><option value="3">3</option></select></label>
+  <label><span>dp ranks</span><select data-control="dp"><option value="1" selected>1</option>
+    <option value="8">8</option></select></label>
+  <p class="live-status"></p><div class="live-output">total <b>10,010</b></div>
 </div>
 """
 # A stand-in for live.js that starts at once and answers nothing.
@@ -36,7 +37,9 @@ for (const box of document.querySelectorAll('[data-live]')) {
     const v = {};
     box.querySelectorAll('select[data-control]').forEach(s => { v[s.dataset.control] = JSON.parse(s.value); });
     box.setAttribute('data-inputs', JSON.stringify(v));
-    box.setAttribute('data-result', JSON.stringify({kind: 'predictor', total: 1000 * (v.zero_stage + 10) + 10 * v.dp}));
+    const total = 1000 * (v.zero_stage + 10) + 10 * v.dp;
+    box.setAttribute('data-result', JSON.stringify({kind: 'predictor', total}));
+    box.querySelector('.live-output').innerHTML = `total <b>${total.toLocaleString('en-US')}</b>`;
   });
 }
 </script>"""
@@ -47,13 +50,25 @@ def fake_live(kind: str, inputs: dict) -> dict:
     return {"kind": kind, "total": 1000 * (inputs["zero_stage"] + 10) + 10 * inputs["dp"]}
 
 
+def fake_controls(kind: str) -> dict:
+    return {"zero_stage": ("ZeRO stage", (0, 1, 3), 0), "dp": ("dp ranks", (1, 8), 1)}
+
+
+def fake_render(result: dict) -> str:
+    return f"total <b>{result['total']:,}</b>"
+
+
 PICTURE = '<svg xmlns="http://www.w3.org/2000/svg" width="20" height="20"><rect width="20" height="20"/></svg>'
+WIDE = PICTURE.replace('"20"', '"600"', 1).replace('width="20"', 'width="600"')
 CLEAN = f"""
 <h1 id="top">A page</h1>
 <p>See <a href="other.html#there">there</a>, <a href="#top">the top</a>, and
 <span class="math"><mjx-container>x</mjx-container></span>.</p>
 <a href="https://colab.research.google.com/github/org/repo/blob/main/labs/lab.ipynb">Colab</a>
-<figure><img src="pic.svg" alt="A black square on white."></figure>
+<figure><a href="pic.svg"><img src="pic.svg" alt="A black square on white."></a></figure>
+<figure><a href="wide.svg"><img src="wide.svg" style="max-width:100%" alt="A wide black bar."></a></figure>
+<table><tr><td>262.8 GiB</td><td>3,381 of 11,593</td></tr></table>
+<p>A long path <code>minitorch_dist/data_parallel/profiling.py</code> on a line of its own.</p>
 <table><tr><th>method</th><th>bytes</th></tr><tr><td>ring</td><td>12</td></tr></table>
 <p>A range |x| - |y| and a 1 - 2 | 3 - 4 | 5 split stay prose.</p>
 <div class="cell docutils container"><div class="cell_output docutils container">
@@ -80,6 +95,7 @@ def write_site(root: Path, body: str, name: str = "page.html") -> tuple[Path, Pa
         '<html><body><main><p id="there">there</p></main></body></html>'
     )
     (html / "pic.svg").write_text(PICTURE)
+    (html / "wide.svg").write_text(WIDE)
     return html, repo
 
 
@@ -107,7 +123,11 @@ def browser():
 
 
 def check(browser, tmp_path: Path, body: str, name: str = "page.html", live=fake_live) -> list[str]:
+    """The failures of a one-page site; ``live`` is Python's answer, beside the fake controls
+    and rendering (a bare callable: no controls nor rendering compared)."""
     html, repo = write_site(tmp_path, body, name)
+    if callable(live) and not isinstance(live, bcl.Reference):
+        live = bcl.Reference(live, fake_controls, fake_render)
     return [f"{page}: {fail}" for page, fail in bc.check_site(html, repo, None, browser, live)]
 
 
@@ -122,6 +142,7 @@ def test_a_clean_page_passes_and_leaves_a_screenshot_and_no_server(browser, tmp_
     assert left == []  # the server and its handler threads are gone
     assert (tmp_path / "shots" / "page.png").stat().st_size > 1000
     assert (tmp_path / "shots" / "other.png").is_file()
+    assert (tmp_path / "shots" / "phone" / "page.png").stat().st_size > 1000  # 390 px wide
 
 
 def test_split_output_boxes(browser, tmp_path):
@@ -171,8 +192,12 @@ def test_widget_without_its_build_time_answer(browser, tmp_path):
     answer once its script ran fails."""
     started = WIDGET.replace('data-state="static"', 'data-state="ready"')
     only(check(browser, tmp_path, started + LIVE), "with scripts off: data-state is 'ready'")
-    empty = WIDGET.replace("total 10010", "")
-    only(check(browser, tmp_path, empty + LIVE), "with scripts off: shows no answer")
+    empty = WIDGET.replace("total <b>10,010</b>", "")
+    fails = check(browser, tmp_path, empty + LIVE)
+    assert (
+        "page.html: live predictor 1 with scripts off: shows no answer (an empty .live-output)"
+        in fails
+    )
 
 
 def test_dead_widget(browser, tmp_path):
@@ -299,12 +324,12 @@ def test_hidden_image_without_a_description(browser, tmp_path):
 
 def test_build_folder_path_in_the_page(browser, tmp_path):
     repo = tmp_path / "repo"
-    body = f"<pre>File {repo}/minitorch_dist/tensor_parallel/cost.py:80, in kv_heads()</pre>"
+    body = f"<pre style='overflow-x:auto'>File {repo}/minitorch_dist/tensor_parallel/cost.py:80, in kv_heads()</pre>"
     assert check(browser, tmp_path, body) == [
         f"page.html: shows the build folder's path {repo}: {repo}"
         "/minitorch_dist/tensor_parallel/cost.py:80, in kv_..."
     ]
-    relative = "<pre>File minitorch_dist/tensor_parallel/cost.py:80, in kv_heads()</pre>"
+    relative = "<pre style='overflow-x:auto'>File minitorch_dist/tensor_parallel/cost.py:80, in kv_heads()</pre>"
     assert check(browser, tmp_path, relative) == []
 
 
@@ -354,3 +379,118 @@ def test_redirect_page_is_checked_without_the_browser(browser, tmp_path):
     (html / "old.html").write_text('<meta http-equiv="Refresh" content="0; url=gone.html" />')
     fails = bc.check_site(html, repo, None, browser, fake_live)
     assert fails == [("old.html", "redirects to missing gone.html")]
+
+
+def test_widget_option_that_does_not_show_its_value(browser, tmp_path):
+    """1 shown as "yes" (a label lookup keyed by True) fails, with scripts on and off."""
+    yes = WIDGET.replace('<option value="1">1</option>', '<option value="1">yes</option>')
+    fails = check(browser, tmp_path, yes + LIVE)
+    only(fails, "control zero_stage (ZeRO stage): option 1 shows 'yes', not its value")
+    assert len(fails) == 2 and "with scripts off" in fails[1]
+    many = WIDGET.replace('value="8">8<', 'value="8">eight<')
+    only(check(browser, tmp_path, many + LIVE), "control dp (dp ranks): option 8 shows 'eight'")
+    thousands = WIDGET.replace('value="8">8<', 'value="8">8</option><option value="16384">16,384<')
+    only(check(browser, tmp_path, thousands + LIVE), "dp offers [1, 8, 16384]")
+
+
+def test_widget_label_or_controls_unlike_pythons(browser, tmp_path):
+    label = WIDGET.replace("<span>dp ranks</span>", "<span>ranks</span>")
+    only(
+        check(browser, tmp_path, label + LIVE),
+        "control dp is labelled 'ranks', Python's label is 'dp ranks'",
+    )
+    unlabelled = WIDGET.replace("<span>ZeRO stage</span>", "")
+    assert check(browser, tmp_path, unlabelled + LIVE) == [
+        "page.html: live predictor 1: control zero_stage is labelled '', Python's label is "
+        "'ZeRO stage'",
+        "page.html: live predictor 1 with scripts off: control zero_stage is labelled '', "
+        "Python's label is 'ZeRO stage'",
+    ]
+
+
+def test_widget_text_unlike_pythons_rendering(browser, tmp_path):
+    stale = LIVE.replace("total <b>${", "total <b>1${")
+    only(check(browser, tmp_path, WIDGET + stale), "the page reads 'total 1")
+    wrong = WIDGET.replace("total <b>10,010</b>", "total <b>10,011</b>")
+    fails = check(browser, tmp_path, wrong + LIVE)
+    only(fails, "the page reads 'total 10,011' where Python's rendering reads 'total 10,010'")
+    assert (
+        len(fails) == 2 and "with scripts off" in fails[1]
+    )  # built with it, shown before a change
+
+
+def test_shows():
+    assert bcl.shows(1, "1") and bcl.shows(16384, "16,384") and bcl.shows(True, "yes")
+    assert not bcl.shows(1, "yes") and not bcl.shows(0, "no") and not bcl.shows(True, "1")
+    assert bcl.shows("mixed", " mixed ") and not bcl.shows(False, "0")
+    assert bcl.text_of("<p>a <b>1,024</b>\n<i>x</i></p>") == "a 1,024 x"
+
+
+LONG_PATH = "minitorch_dist/data_parallel/profiling/profile_ddp_step_with_a_long_name.py"
+
+
+def test_page_wider_than_a_phone(browser, tmp_path):
+    """Named by what reaches furthest right: inline code, a table, or a paragraph's text."""
+    code = f"<p>See <code class='literal'>{LONG_PATH}</code>.</p>"
+    fails = check(browser, tmp_path, code)
+    assert len(fails) == 1, fails
+    assert fails[0].startswith("page.html: the page is ") and " px wide at 390 px" in fails[0]
+    assert f'widest: <code.literal> "{LONG_PATH[:57]}..." reaching' in fails[0]
+    table = "<table><tr>" + "<td>262.8&nbsp;GiB</td>" * 8 + "</tr></table>"
+    only(check(browser, tmp_path, table), "at 390 px, wider than the 390 px screen; widest: <t")
+    url = f"<p>From https://example.org/{LONG_PATH}</p>"
+    only(check(browser, tmp_path, url), 'widest: <p> "From https://example.org/minitorch')
+
+
+def test_wide_things_in_their_own_scrolling_box_pass(browser, tmp_path):
+    box = '<div style="overflow-x:auto">{}</div>'
+    table = "<table><tr>" + "<td>262.8&nbsp;GiB</td>" * 8 + "</tr></table>"
+    pre = f"<pre>{LONG_PATH * 3}</pre>"
+    code = f"<p>See <code style='overflow-wrap:anywhere'>{LONG_PATH}</code>.</p>"
+    assert check(browser, tmp_path, box.format(table) + box.format(pre) + code) == []
+
+
+@pytest.mark.parametrize("text", ["262.8 GiB", "3,381 of 11,593", "2.55e-05", "12 ms"])
+def test_number_split_from_its_unit(browser, tmp_path, text):
+    cell = f'<table><tr><td style="width:1px">{text}</td><td>a label</td></tr></table>'
+    fails = check(browser, tmp_path, cell)
+    assert fails == [
+        f"page.html: a number is split from its unit in a table cell at {w} px ({text!r} on "
+        f"{text.count(' ') + 1 if ' ' in text else 2} lines)"
+        for w in (1280, 390)
+    ], fails
+    kept = cell.replace('style="width:1px"', 'style="width:1px;white-space:nowrap"')
+    assert check(browser, tmp_path, kept) == []
+    prose = cell.replace(text, "a few words of prose")
+    assert check(browser, tmp_path, prose) == []
+
+
+def test_figure_that_cannot_be_opened_full_size(browser, tmp_path):
+    img = '<img src="wide.svg" style="max-width:100%" alt="A wide black bar.">'
+    only(
+        check(browser, tmp_path, f"<figure>{img}</figure>"),
+        "a figure cannot be opened at full size: not inside a link to its own file (wide.svg)",
+    )
+    output = f'<div class="cell_output"><a href="other.html">{img}</a></div>'
+    only(check(browser, tmp_path, output), "not inside a link to its own file")
+    assert check(browser, tmp_path, f'<figure><a href="wide.svg">{img}</a></figure>') == []
+    small = '<figure><img src="pic.svg" alt="A black square."></figure>'  # an icon: no link
+    assert check(browser, tmp_path, small) == []
+
+
+def test_layout_failures_messages():
+    from minitorch_dist.course.browser_check_layout import layout_failures
+
+    found = {
+        "width": 490,
+        "viewport": 390,
+        "widest": {"what": '<code.literal> "a/b.py"', "right": 490},
+        "split": [{"text": "262.8 GiB", "lines": 2}, {"text": "1 ms", "lines": 2}],
+        "unlinked": ["a.png"],
+    }
+    assert layout_failures(found, "at 390 px", figures=False) == [
+        'the page is 490 px wide at 390 px, wider than the 390 px screen; widest: <code.literal> "a/b.py" reaching 490 px',
+        "a number is split from its unit in a table cell at 390 px (2 cells, first: '262.8 GiB' on 2 lines)",
+    ]
+    clean = {"width": 390, "viewport": 390, "widest": None, "split": [], "unlinked": []}
+    assert layout_failures(clean) == []

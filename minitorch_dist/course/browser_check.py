@@ -12,8 +12,12 @@ Colab buttons that do not open an ``.ipynb`` of the repository, and the live wid
 holds one is opened again from ``file://`` (every request but ``file:``, ``blob:`` and ``data:``
 aborted), where each must start Python and, as two controls change, answer as
 ``minitorch_dist.viz.live_result`` does here, and once more with JavaScript disabled, where each
-must still show its build-time answer (:mod:`minitorch_dist.course.browser_check_live`). Exit 1 with
-one ``page: what is wrong`` line per failure. Needs ``playwright`` (Python) and Debian's
+must still show its build-time answer (:mod:`minitorch_dist.course.browser_check_live`), each
+control labelled and each option shown as Python's own. Every page is opened at a desktop's
+1280 px and at a phone's 390 px, and at both it must be no wider than the screen (else the
+widest element is named), no table cell may split a number from its unit, and every figure
+must open at full size (:mod:`minitorch_dist.course.browser_check_layout`); the screenshots of
+the phone width go to ``DIR/phone/``. Exit 1 with one ``page: what is wrong`` line per failure. Needs ``playwright`` (Python) and Debian's
 ``/usr/bin/chromium``; ``playwright install`` is never used.
 """
 
@@ -32,8 +36,10 @@ from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from minitorch_dist.course.browser_check_layout import DESKTOP, PHONE, layout_failures, measure
 from minitorch_dist.course.browser_check_live import (
     Live,
+    Reference,
     default_live,
     live_failures,
     static_failures,
@@ -111,10 +117,9 @@ def check_page(
     page_path: str,
     repo_root: Path,
     screenshots: Path | None,
-    live: Live | None,
+    live: Live | Reference | None,
 ) -> list[str]:
     """Every failure on one page (without the page name)."""
-    from playwright.sync_api import Error
 
     fails: list[str] = []
     local = urlsplit(origin).netloc
@@ -129,54 +134,77 @@ def check_page(
             external.append(r.request.url)
             r.abort()
 
-    page = browser.new_page(viewport={"width": 1280, "height": 900})
-    try:
-        page.route("**/*", route)
-        page.on("pageerror", lambda e: fails.append(f"page error: {e}"))
-
-        def console(msg) -> None:
-            where = msg.location.get("url", "") if isinstance(msg.location, dict) else ""
-            if msg.type == "error" and not (where and urlsplit(where).netloc != local):
-                fails.append(f"console error: {msg.text[:200]}")
-
-        page.on("console", console)
-        page.goto(f"{origin}/{page_path}", wait_until="load", timeout=30_000)
-        page.evaluate(
-            """async () => { const p = window.MathJax?.startup?.promise;
-            if (p) await Promise.race([p, new Promise(r => setTimeout(r, 15000))]); }"""
-        )
-        found = page.evaluate(PAGE_JS)
-        fails += page_failures(found)
-        fails += link_failures(found["links"], origin, html_dir, page_path, repo_root)
-        fails += path_failures(html_dir, page_path, repo_root)
-        if any(found["live"].values()) or page.locator("[data-live]").count():
-            fails += file_failures(browser, html_dir, page_path, live)
-        kind = LIVE_PAGES.get(page_path)
-        if kind and not found["live"].get(kind):
-            fails.append(f'no [data-live="{kind}"]: the {kind} is dead without a kernel')
-        if screenshots is not None:
-            shot = screenshots / Path(page_path).with_suffix(".png")
-            shot.parent.mkdir(parents=True, exist_ok=True)
-            for attempt in (1, 2):  # a very tall page can fail once under memory pressure
-                try:
-                    page.screenshot(path=str(shot), full_page=True)
-                    break
-                except Error as e:
-                    if attempt == 2:
-                        fails.append(f"no screenshot: {str(e).splitlines()[0]}")
-    finally:
-        page.close()
+    for view in (DESKTOP, PHONE):  # every check at the desktop width; the layout's at both
+        desktop, width = view is DESKTOP, view["width"]
+        page = browser.new_page(viewport=view)
+        try:
+            page.route("**/*", route)
+            if desktop:
+                page.on("pageerror", lambda e, out=fails: out.append(f"page error: {e}"))
+                page.on("console", lambda m, out=fails: _console(m, out, local))
+            page.goto(f"{origin}/{page_path}", wait_until="load", timeout=30_000)
+            page.evaluate(
+                """async () => { const p = window.MathJax?.startup?.promise;
+                if (p) await Promise.race([p, new Promise(r => setTimeout(r, 15000))]); }"""
+            )
+            if desktop:
+                fails += _content_failures(
+                    page, browser, origin, html_dir, page_path, repo_root, live
+                )
+            found = measure(page, width)
+            fails += layout_failures(found, f"at {width} px", figures=desktop)
+            if screenshots is not None:
+                folder = screenshots if desktop else screenshots / "phone"
+                fails += _screenshot(page, folder / Path(page_path).with_suffix(".png"))
+        finally:
+            page.close()
     fails += [f"requested {u} while offline" for u in dict.fromkeys(external)]
     return fails
 
 
-def _console(msg, fails: list[str]) -> None:
+def _content_failures(
+    page, browser, origin: str, html_dir: Path, page_path: str, repo_root: Path, live
+) -> list[str]:
+    """What a page holds (``PAGE_JS``), its links, paths and live widgets."""
+    found = page.evaluate(PAGE_JS)
+    fails = page_failures(found)
+    fails += link_failures(found["links"], origin, html_dir, page_path, repo_root)
+    fails += path_failures(html_dir, page_path, repo_root)
+    if any(found["live"].values()) or page.locator("[data-live]").count():
+        fails += file_failures(browser, html_dir, page_path, live)
+    kind = LIVE_PAGES.get(page_path)
+    if kind and not found["live"].get(kind):
+        fails.append(f'no [data-live="{kind}"]: the {kind} is dead without a kernel')
+    return fails
+
+
+def _screenshot(page, shot: Path) -> list[str]:
+    from playwright.sync_api import Error
+
+    shot.parent.mkdir(parents=True, exist_ok=True)
+    for attempt in (1, 2):  # a very tall page can fail once under memory pressure
+        try:
+            page.screenshot(path=str(shot), full_page=True)
+            return []
+        except Error as e:
+            if attempt == 2:
+                return [f"no screenshot: {str(e).splitlines()[0]}"]
+    return []
+
+
+def _console(msg, fails: list[str], local: str | None = None) -> None:
+    """A console error of the page (over http from ``local``, else from file://)."""
     where = msg.location.get("url", "") if isinstance(msg.location, dict) else ""
-    if msg.type == "error" and not (where and not where.startswith(LOCAL_SCHEMES)):
+    if local is not None:
+        if msg.type == "error" and not (where and urlsplit(where).netloc != local):
+            fails.append(f"console error: {msg.text[:200]}")
+    elif msg.type == "error" and not (where and not where.startswith(LOCAL_SCHEMES)):
         fails.append(f"console error from file://: {msg.text[:200]}")
 
 
-def file_failures(browser, html_dir: Path, page_path: str, live: Live | None) -> list[str]:
+def file_failures(
+    browser, html_dir: Path, page_path: str, live: Live | Reference | None
+) -> list[str]:
     """The live widgets of a page opened from ``file://`` with the network blocked (driven as
     :func:`~minitorch_dist.course.browser_check_live.live_failures` says), then with JavaScript
     disabled (:func:`~minitorch_dist.course.browser_check_live.static_failures`)."""
@@ -210,7 +238,7 @@ def check_site(
     repo_root: Path | str = ".",
     screenshots: Path | str | None = None,
     browser=None,
-    live: Live | None | str = "module",
+    live: Live | Reference | None | str = "module",
     only: list[str] | None = None,
 ) -> list[tuple[str, str]]:
     """(page, failure) for every failure on every page of ``html_dir`` (or on the pages ``only``)."""

@@ -13,6 +13,12 @@ aborted (a book opened by double-clicking ``index.html``, offline).
 With scripts off (:func:`static_failures`) every element must still show the answer computed
 when the book was built: ``data-state="static"``, an answer in its ``.live-output``, and a
 ``data-result`` equal to Python's for its ``data-inputs``.
+
+What the reader reads is checked too (:func:`label_failures`, :func:`compare`): each control's
+label and its options' values must be Python's (:func:`minitorch_dist.viz.live.controls`), each
+option must show its value (:func:`shows`: a number as that number, yes/no only for a yes/no
+control), and the answer's text must be the text of Python's own rendering of Python's answer
+(:func:`minitorch_dist.viz.live_html.render_live`).
 """
 
 from __future__ import annotations
@@ -20,10 +26,26 @@ from __future__ import annotations
 import json
 import math
 import random
+import re
 from collections.abc import Callable
+from dataclasses import dataclass
+from html.parser import HTMLParser
 from typing import Any
 
 Live = Callable[[str, dict[str, Any]], dict[str, Any]]
+Controls = Callable[[str], dict[str, tuple[str, tuple[Any, ...], Any]]]  # name -> label, choices
+
+
+@dataclass(frozen=True)
+class Reference:
+    """Python's side of the widgets: its answer (``live``), and where known its controls (name ->
+    (label, choices, default)) and its rendering of an answer (HTML), which the page must show."""
+
+    live: Live
+    controls: Controls | None = None
+    render: Callable[[dict[str, Any]], str] | None = None
+
+
 READY_TIMEOUT_MS = (
     180_000  # Pyodide's first start on 2 busy cores, then the first answer (51 s seen)
 )
@@ -39,15 +61,102 @@ WAIT_JS = """([el, want]) => {
 }"""
 
 
-def default_live() -> Live | None:
-    """:func:`minitorch_dist.viz.live_result`, or None where the module is missing."""
+def default_live() -> Reference | None:
+    """:func:`minitorch_dist.viz.live_result` with the widgets' controls and rendering, or None
+    where the module is missing."""
     try:
-        from minitorch_dist.viz.live import live_result
+        from minitorch_dist.viz.live import controls, live_result
+        from minitorch_dist.viz.live_html import render_live
     except ModuleNotFoundError as e:
         if e.name not in ("minitorch_dist.viz", "minitorch_dist.viz.live"):
             raise
         return None
-    return live_result
+    return Reference(live_result, controls, render_live)
+
+
+def _reference(live: Live | Reference | None) -> Reference | None:
+    return live if live is None or isinstance(live, Reference) else Reference(live)
+
+
+def shows(value: Any, text: str) -> bool:
+    """Does an option's ``text`` show its ``value``? A bool as "yes"/"no" (only a bool: 1 is not
+    "yes"), a number as itself (thousands separators allowed), a string as itself."""
+    text = " ".join(text.split())
+    if type(value) is bool:
+        return text == ("yes" if value else "no")
+    if type(value) in (int, float):
+        return re.sub(r"(?<=\d)[,\u202f\u00a0 ](?=\d{3})", "", text) == str(value)
+    return text == str(value)
+
+
+class _Text(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.parts: list[str] = []
+
+    def handle_data(self, data: str) -> None:
+        self.parts.append(data)
+
+
+def text_of(html: str) -> str:
+    """The text of an HTML fragment (its textContent), whitespace collapsed."""
+    parser = _Text()
+    parser.feed(html)
+    parser.close()
+    return " ".join("".join(parser.parts).split())
+
+
+CONTROLS_JS = """els => els.map(s => {
+  const box = s.closest('label');
+  let label = s.getAttribute('aria-label') || '';
+  if (box) {
+    const copy = box.cloneNode(true);
+    copy.querySelectorAll('select').forEach(x => x.remove());
+    label = copy.textContent;
+  }
+  return {control: s.dataset.control, label: label.trim().replace(/\\s+/g, ' '),
+          options: [...s.options].map(o => [o.value, o.textContent])};
+})"""
+
+
+def label_failures(box, name: str, ref: Reference | None) -> list[str]:
+    """The widget's controls as the reader sees them against Python's: the same controls in the
+    same order, each labelled as Python labels it, offering Python's choices, each option
+    showing its value (:func:`shows`)."""
+    if ref is None or ref.controls is None:
+        return []
+    try:
+        want = ref.controls(box.get_attribute("data-live"))
+    except Exception as e:  # the checker's own Python refusing is a failure too
+        return [f"{name}: controls() raised {e!r}"]
+    seen = box.locator("select[data-control]").evaluate_all(CONTROLS_JS)
+    names = [c["control"] for c in seen]
+    if names != list(want):
+        return [f"{name}: shows the controls {names}, Python's are {list(want)}"]
+    fails = []
+    for c in seen:
+        label, choices, _ = want[c["control"]]
+        what = f"{name}: control {c['control']}"
+        if c["label"] != label:
+            fails.append(f"{what} is labelled {c['label']!r}, Python's label is {label!r}")
+        try:
+            values = [json.loads(v) for v, _ in c["options"]]
+        except json.JSONDecodeError:
+            values = [v for v, _ in c["options"]]
+        if not same(values, json.loads(json.dumps(list(choices)))):
+            fails.append(f"{what} offers {values}, Python's choices are {list(choices)}")
+            continue
+        wrong = [
+            f"{v!r} shows {t.strip()!r}"
+            for v, (_, t) in zip(values, c["options"])
+            if not shows(v, t)
+        ]
+        if wrong:
+            fails.append(
+                f"{what} ({label}): option {', '.join(wrong[:4])}, not its value"
+                + (f" (and {len(wrong) - 4} more)" if len(wrong) > 4 else "")
+            )
+    return fails
 
 
 def same(a: Any, b: Any) -> bool:
@@ -75,9 +184,11 @@ def _read(box, name: str) -> tuple[dict | None, dict | None, str | None]:
     return inputs, result, None
 
 
-def compare(box, name: str, live: Live) -> tuple[dict | None, list[str]]:
+def compare(box, name: str, live: Live | Reference) -> tuple[dict | None, list[str]]:
     """The element's result, and its failures: controls that disagree with ``data-inputs``, a
-    result that is an error or differs from ``live``'s."""
+    result that is an error or differs from ``live``'s, a text that is not Python's rendering
+    of it."""
+    ref = _reference(live)
     inputs, result, fail = _read(box, name)
     if fail:
         return None, [fail]
@@ -89,12 +200,21 @@ def compare(box, name: str, live: Live) -> tuple[dict | None, list[str]]:
     if "error" in result:
         return result, [f"{name}: shows an error for {inputs}: {result['error']}"]
     try:
-        want = json.loads(json.dumps(live(box.get_attribute("data-live"), inputs)))
+        want = json.loads(json.dumps(ref.live(box.get_attribute("data-live"), inputs)))
     except Exception as e:  # the checker's own Python refusing is a failure too
         return result, [f"{name}: live_result({inputs}) raised {e!r}"]
     if not same(result, want):
         diff = sorted(k for k in set(result) | set(want) if not same(result.get(k), want.get(k)))
         return result, [f"{name}: for {inputs} the page shows {', '.join(diff)} unlike Python"]
+    if ref.render is not None:
+        text = " ".join(" ".join(box.locator(".live-output").all_text_contents()).split())
+        wanted = text_of(ref.render(want))
+        if text != wanted:
+            at = next((i for i, (a, b) in enumerate(zip(text, wanted)) if a != b), 0)
+            return result, [
+                f"{name}: for {inputs} the page reads {text[max(0, at - 20) : at + 40]!r} where "
+                f"Python's rendering reads {wanted[max(0, at - 20) : at + 40]!r}"
+            ]
     return result, []
 
 
@@ -112,10 +232,11 @@ def _wait(page, box, want: str | None, timeout: int, name: str, what: str) -> st
     return None
 
 
-def live_failures(page, live: Live | None) -> list[str]:
+def live_failures(page, live: Live | Reference | None) -> list[str]:
     """Every failure of the page's live widgets (see the module's docstring)."""
     from playwright.sync_api import Error
 
+    live = _reference(live)
     fails: list[str] = []
     for k, box in enumerate(page.locator("[data-live]").all(), start=1):
         kind = box.get_attribute("data-live")
@@ -133,7 +254,7 @@ def live_failures(page, live: Live | None) -> list[str]:
             fails.append(fail)
             continue
         first, found = compare(box, name, live)
-        fails += found
+        fails += found + label_failures(box, name, live)
         for control in DRIVE[kind]:
             select = box.locator(f'select[data-control="{control}"]')
             if select.count() != 1:
@@ -163,9 +284,10 @@ def live_failures(page, live: Live | None) -> list[str]:
     return fails
 
 
-def static_failures(page, live: Live | None) -> list[str]:
+def static_failures(page, live: Live | Reference | None) -> list[str]:
     """Every failure of the page's live widgets where scripts cannot run (the page opened with
     JavaScript disabled): each must hold its build-time answer, equal to ``live``'s."""
+    live = _reference(live)
     fails: list[str] = []
     for k, box in enumerate(page.locator("[data-live]").all(), start=1):
         kind = box.get_attribute("data-live")
@@ -182,5 +304,5 @@ def static_failures(page, live: Live | None) -> list[str]:
         if live is None:
             fails.append("no live module (minitorch_dist.viz.live) to compare the page with")
             break
-        fails += compare(box, name, live)[1]
+        fails += compare(box, name, live)[1] + label_failures(box, name, live)
     return fails

@@ -54,10 +54,11 @@ def _table(rows: list[dict[str, Any]], exact: bool) -> str:
         )
         label = "CPU (offloaded)" if part == "cpu" else part
         weight = ' style="font-weight:bold"' if part == "total" else ""
-        cells = f"<td style='text-align:right'>{r['exact']}</td>" if exact else ""
+        num = "style='text-align:right;white-space:nowrap'"  # "262.8 GiB" on one line
+        cells = f"<td {num}>{r['exact']}</td>" if exact else ""
         out.append(
             f'<tr data-part="{part}" data-bytes="{r["bytes"]}"{weight}><td>{label}</td>'
-            f"{cells}<td style='text-align:right'>{_esc(r['text'])}</td>"
+            f"{cells}<td {num}>{_esc(r['text'])}</td>"
             f'<td style="width:45%">{bar}</td></tr>'
         )
     return f'<table class="live-table">{"".join(out)}</table>'

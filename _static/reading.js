@@ -1,0 +1,43 @@
+/* The book's own reading fixes, linked into every page by Jupyter Book (every .js in _static/):
+   - a table cell holding a number and its unit ("262.8 GiB", "3,381 of 11,593") is marked
+     .mt-nowrap, so the two stay on one line (reading.css);
+   - every figure (a picture in a figure or in a cell's output) is wrapped in a link to its own
+     file, so a reader can open it at full size (a phone shows it 358 px wide otherwise).
+   The browser check (minitorch_dist/course/browser_check_layout.py) fails a page where either
+   is missing. */
+(function () {
+  "use strict";
+  var NUMBER = /^[-+\u2212~\u2248]?\d[\d.,]*(?:\s*\S+|\s+of\s+[\d.,]+)$/;
+
+  function cells(root) {
+    root.querySelectorAll("td, th").forEach(function (cell) {
+      var text = cell.textContent.trim().replace(/\s+/g, " ");
+      if (NUMBER.test(text)) cell.classList.add("mt-nowrap");
+    });
+  }
+
+  function figures(root) {
+    root.querySelectorAll("figure img, .cell_output img").forEach(function (img) {
+      if (img.closest("a[href], [data-live], .widget-subarea")) return;
+      var src = img.getAttribute("src");
+      if (!src || src.indexOf("data:") === 0) return;
+      var link = document.createElement("a");
+      link.href = src;
+      link.className = "mt-figure-link";
+      link.target = "_blank";
+      link.rel = "noopener";
+      link.title = "Open the figure at full size";
+      img.parentNode.insertBefore(link, img);
+      link.appendChild(img);
+    });
+  }
+
+  function all() {
+    var root = document.querySelector("article.bd-article") || document.body;
+    cells(root);
+    figures(root);
+  }
+
+  if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", all);
+  else all();
+})();
