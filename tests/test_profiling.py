@@ -35,3 +35,36 @@ def test_load_trace_rejects_other_json(tmp_path: Path) -> None:
     bad.write_text(json.dumps({"events": []}))
     with pytest.raises(ValueError, match="not a Chrome trace"):
         load_trace(bad)
+
+
+PHASES = {
+    "forward": (0.0, 3000.0),
+    "backward": (3100.0, 9000.0),
+    "collectives": [(5000.0, 6000.0, "gloo:all_reduce"), (7000.0, 8800.0, "gloo:all_reduce")],
+    "overlap": 0.5,
+}
+
+
+def test_trace_figure_has_title_labels_and_legend_inside_the_picture() -> None:
+    """Catches the trace figure whose title and legend sat above the picture and whose
+    "communication" tick label was cut at its left edge: every text is drawn inside it."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    fig = plot_trace_phases(PHASES)
+    FigureCanvasAgg(fig).draw()
+    (ax,) = fig.axes
+    assert ax.get_title() and ax.get_xlabel() and ax.get_ylabel()
+    legend = fig.legends[0] if fig.legends else ax.get_legend()
+    assert [t.get_text() for t in legend.get_texts()] == [
+        "forward",
+        "backward",
+        "collective (gloo thread)",
+    ]
+    renderer = fig.canvas.get_renderer()
+    box = fig.bbox
+    texts = [ax.title, ax.xaxis.label, ax.yaxis.label, *ax.get_yticklabels(), *legend.get_texts()]
+    for text in texts:
+        extent = text.get_window_extent(renderer)
+        assert box.x0 <= extent.x0 and extent.x1 <= box.x1, text.get_text()
+        assert box.y0 <= extent.y0 and extent.y1 <= box.y1, text.get_text()
+    assert "2 collectives" in fig.description and "50%" in fig.description

@@ -128,8 +128,10 @@ def trace_phases(events: list[dict[str, Any]]) -> dict[str, Any]:
 
 def plot_trace_phases(phases: dict[str, Any], title: str = "") -> BookFigure:
     """Draw a traced step from :func:`trace_phases`: the main thread's forward and backward above,
-    one lane per collective below, in milliseconds since the forward began."""
-    fig = BookFigure(figsize=(9, 2.4))
+    one lane per collective below, in milliseconds since the forward began. The title (``title``,
+    else a default), the legend and both axes' labels sit inside the picture (constrained
+    layout), so none is cut off."""
+    fig = BookFigure(figsize=(9, 3.2), layout="constrained")
     ax = fig.subplots()
     colors = {"forward": "#4c72b0", "backward": "#55a868"}
     for label in ("forward", "backward"):
@@ -141,9 +143,15 @@ def plot_trace_phases(phases: dict[str, Any], title: str = "") -> BookFigure:
         label = "collective (gloo thread)" if k == 0 else None
         y = 0.9 - (k + 1) * lane
         ax.broken_barh([(a / 1e3, (b - a) / 1e3)], (y, lane * 0.85), color="#dd8452", label=label)
-    ax.set_yticks([0.5, 1.5], ["communication", "main thread"])
-    ax.set_xlabel("ms since the forward began (from the profiler's trace)")
-    ax.legend(loc="upper center", bbox_to_anchor=(0.5, 1.35), ncol=3, frameon=False)
-    if title:
-        ax.set_title(title, pad=28)
+    ax.set_yticks([0.5, 1.5], ["communication\n(gloo thread)", "main thread\n(compute)"])
+    ax.set_ylim(0, 2)
+    ax.set_xlabel("time since the forward began (ms), from the profiler's trace")
+    ax.set_ylabel("thread")
+    ax.set_title(title or "One traced data-parallel step: compute and communication")
+    fig.legend(loc="outside lower center", ncol=3, frameon=False)
+    fig.description = (
+        f"{ax.get_title()}: a timeline in ms of the main thread's forward and backward above "
+        f"and {len(comm)} collectives on the gloo thread below; "
+        f"{phases['overlap']:.0%} of the communication time ran under the backward"
+    )
     return fig
