@@ -131,6 +131,53 @@ def test_the_picture_is_drawn_from_the_ranks():
     check = compare_grid_with_reference(dp=2, pp=2, tp=2, steps=1)
     fig = plot_grid(check.held)
     texts = [t.get_text() for t in fig.axes[0].texts]
-    assert any("rank 7  (dp1 pp1 tp1)" in t for t in texts)
+    assert "rank 7\ndp1 pp1 tp1" in texts
     assert held_summary(check.held[0]["names"]) == "embed, layer 0"
     assert held_summary(check.held[7]["names"]) == "layer 1, norm, head"
+
+
+def _held(dp: int, pp: int, tp: int) -> list[dict]:
+    """What the ranks of a dp x pp x tp grid report (tp innermost), without launching them."""
+    held = []
+    for rank in range(dp * pp * tp):
+        d, q, t = rank // (pp * tp), rank // tp % pp, rank % tp
+        groups = {
+            "dp": [x * pp * tp + q * tp + t for x in range(dp)],
+            "pp": [d * pp * tp + x * tp + t for x in range(pp)],
+            "cp": [rank],
+            "tp": [d * pp * tp + q * tp + x for x in range(tp)],
+        }
+        groups["dp_cp"] = groups["dp"]
+        coords = {"dp": d, "pp": q, "cp": 0, "ep": 0, "tp": t}
+        names = ["embed.weight"] if q == 0 else [f"layers.{q}.attn.wq.weight", "head.weight"]
+        held.append(
+            {
+                "coords": coords,
+                "groups": groups,
+                "names": names,
+                "numel": 31_424,
+                "zero_shard": 15_712,
+            }
+        )
+    return held
+
+
+@pytest.mark.parametrize("dp, pp, tp", [(2, 2, 2), (2, 4, 2), (1, 2, 4), (4, 2, 2), (3, 1, 2)])
+def test_the_pictures_text_is_at_least_8_pt_where_the_book_shows_it(dp, pp, tp):
+    """Catches grid diagrams drawn 10 inches wide in 7-point text, shown about 6 px high in the
+    book's 688 px column: every text is at least 8 pt once the picture is scaled to it."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    from minitorch_dist.parallel3d.plots import COLUMN_IN
+
+    fig = plot_grid(_held(dp, pp, tp), title="a long title " * 12)
+    FigureCanvasAgg(fig).draw()
+    shown = min(1.0, COLUMN_IN / fig.get_size_inches()[0])  # the column shrinks a wider PNG
+    ax = fig.axes[0]
+    texts = [*ax.texts, ax.title]
+    assert len(ax.texts) == 3 * dp * pp * tp
+    assert min(t.get_fontsize() * shown for t in texts) >= 8
+    box = fig.bbox
+    for t in texts:  # nothing drawn outside the picture (the long title wraps)
+        e = t.get_window_extent()
+        assert box.x0 <= e.x0 and e.x1 <= box.x1 and box.y0 <= e.y0 and e.y1 <= box.y1, t

@@ -10,6 +10,7 @@ the parameters it kept), so a grid built in the wrong order draws wrongly.
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Sequence
 from typing import Any
 
@@ -21,6 +22,9 @@ from minitorch_dist.figures import BookFigure
 __all__ = ["held_summary", "plot_grid"]
 
 STAGE_COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd")
+COLUMN_IN = 6.88  # the book's text column at a desktop width (688 px), at the PNGs' 100 dpi
+MIN_PT = 8  # the smallest text, in points at the displayed width
+UNIT_IN = 1.45  # one box's column, in inches, where the text is MIN_PT
 
 
 def held_summary(names: Sequence[str]) -> str:
@@ -39,15 +43,26 @@ def plot_grid(held: Sequence[dict[str, Any]], ax: Axes | None = None, title: str
     """Draw each rank of ``held`` (per rank: ``coords``, ``groups``, ``names``, ``numel``,
     ``zero_shard``, as :func:`~minitorch_dist.parallel3d.grid_rank` returns them): columns are
     pipeline stages, grouped by dp x cp replica; rows are tp ranks; a frame around each tp group,
-    a dashed line through each dp x cp group (the ranks whose gradients ZeRO-1 averages)."""
-    if ax is None:
-        fig = BookFigure(figsize=(10, 3.6), layout="constrained")
-        ax = fig.subplots()
+    a dashed line through each dp x cp group (the ranks whose gradients ZeRO-1 averages).
+    Replicas stand side by side as far as the book's column holds them with text of
+    ``MIN_PT`` points at its width, then wrap below."""
     pp = 1 + max(h["coords"]["pp"] for h in held)
+    tp = 1 + max(h["coords"]["tp"] for h in held)
+    # as many replicas side by side as the book's column holds in MIN_PT text, the next below
+    per_row = max(1, int((COLUMN_IN / UNIT_IN + 0.5) // (pp + 0.5)))
     pos = {}
     for rank, h in enumerate(held):
         c, replica = h["coords"], h["groups"]["dp_cp"].index(rank)
-        pos[rank] = (replica * (pp + 0.5) + c["pp"], -c["tp"] * 1.15)
+        row, col = divmod(replica, per_row)
+        pos[rank] = (col * (pp + 0.5) + c["pp"], -(row * (tp + 0.35) + c["tp"]) * 1.15)
+    xs, ys = zip(*pos.values())
+    # wider than the column only where one replica's stages do not fit: then shown smaller
+    width = max(COLUMN_IN, UNIT_IN * (max(xs) + 1.2 - min(xs)))
+    pt = MIN_PT
+    if ax is None:
+        height = (max(ys) - min(ys) + 1.4) * 0.95 + 0.6
+        fig = BookFigure(figsize=(width, height), layout="constrained")
+        ax = fig.subplots()
     for rank, h in enumerate(held):
         x, y = pos[rank]
         c = h["coords"]
@@ -61,27 +76,35 @@ def plot_grid(held: Sequence[dict[str, Any]], ax: Axes | None = None, title: str
             )
         )
         axes = " ".join(f"{a}{c[a]}" for a in ("dp", "pp", "cp", "tp") if len(h["groups"][a]) > 1)
-        ax.text(x + 0.5, y + 0.3, f"rank {rank}  ({axes})", ha="center", fontsize=8, weight="bold")
-        ax.text(x + 0.5, y + 0.02, held_summary(h["names"]), ha="center", fontsize=7)
         ax.text(
             x + 0.5,
-            y - 0.25,
+            y + 0.3,
+            f"rank {rank}\n{axes}",
+            ha="center",
+            va="center",
+            fontsize=pt,
+            weight="bold",
+        )
+        ax.text(x + 0.5, y + 0.0, held_summary(h["names"]), ha="center", va="center", fontsize=pt)
+        ax.text(
+            x + 0.5,
+            y - 0.27,
             f"{h['numel']:,} params\nZeRO-1 shard {h['zero_shard']:,}",
             ha="center",
             va="center",
-            fontsize=7,
+            fontsize=pt,
         )
     seen = set()
     for h in held:
         group = tuple(h["groups"]["tp"])
         if len(group) > 1 and group not in seen:
             seen.add(group)
-            xs, ys = zip(*(pos[r] for r in group))
+            gx, gy = zip(*(pos[r] for r in group))
             ax.add_patch(
                 FancyBboxPatch(
-                    (min(xs) + 0.02, min(ys) - 0.53),
-                    0.96 + max(xs) - min(xs),
-                    1.06 + max(ys) - min(ys),
+                    (min(gx) + 0.02, min(gy) - 0.53),
+                    0.96 + max(gx) - min(gx),
+                    1.06 + max(gy) - min(gy),
                     boxstyle="round,pad=0.01",
                     fill=False,
                     lw=1.5,
@@ -91,16 +114,17 @@ def plot_grid(held: Sequence[dict[str, Any]], ax: Axes | None = None, title: str
         group = tuple(h["groups"]["dp_cp"])
         if len(group) > 1 and group not in seen:
             seen.add(group)
-            xs, ys = zip(*(pos[r] for r in group))
-            ax.plot([x + 0.5 for x in xs], [y - 0.42 for y in ys], "k--", lw=1)
-    xs, ys = zip(*pos.values())
+            for y in dict.fromkeys(pos[r][1] for r in group):  # one line per row of replicas
+                gx = [pos[r][0] for r in group if pos[r][1] == y]
+                ax.plot([min(gx) + 0.1, max(gx) + 0.9], [y - 0.47] * 2, "k--", lw=1)
     ax.set_xlim(min(xs) - 0.1, max(xs) + 1.1)
     ax.set_ylim(min(ys) - 0.7, max(ys) + 0.7)
     ax.set_axis_off()
-    ax.set_title(
+    title = (
         title
         or "the grid as built: solid frames = tp groups, dashed = dp x cp groups "
-        "(ZeRO-1), colour = pipeline stage",
-        fontsize=9,
+        "(ZeRO-1), colour = pipeline stage"
     )
+    # wrapped to the figure's width (about 0.55 em a character)
+    ax.set_title(textwrap.fill(title, int(72 * width / (0.55 * (pt + 1)))), fontsize=pt + 1)
     return ax.figure
