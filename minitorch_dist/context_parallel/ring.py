@@ -270,12 +270,3 @@ def ring_attention(
     differentiable. ``counter``: a CommCounter entered around the ring's messages. The blocks
     computed are counted from outside: :class:`~minitorch_dist.context_parallel.work.WorkCounter`."""
     return RingAttention.apply(q, k, v, group, layout, counter)
-
-
-def __getattr__(name: str) -> Any:
-    """``ring.WorkCounter``, its place before it moved to :mod:`~.work`, still imports it."""
-    if name == "WorkCounter":
-        from minitorch_dist.context_parallel.work import WorkCounter
-
-        return WorkCounter
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -38,11 +38,11 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from minitorch_dist.models.moe_bias import BiasedRouter
 from minitorch_dist.models.moe_configs import (
     MOE_PRESETS,
     MLAConfig,
     MoEConfig,
-    check_top_k,
     moe_active_params,
     moe_num_params,
     moe_param_counts,
@@ -51,6 +51,7 @@ from minitorch_dist.models.moe_configs import (
     moe_preset_names,
     slots_for,
 )
+from minitorch_dist.models.router import Router
 from minitorch_dist.models.routing import apply_capacity, expert_capacity, top_k_route
 
 __all__ = [
@@ -95,31 +96,6 @@ def capacity_keep(expert_indices: torch.Tensor, experts: int, capacity: int) -> 
     return apply_capacity(expert_indices, experts, capacity)
 
 
-class Router(nn.Module):
-    """gate: Linear(h, E, no bias); forward(x (T, h)) -> (weights (T, k), experts (T, k),
-    probs (T, E)): the logits computed in ``router_dtype`` or the input's dtype, whichever is
-    wider, routed by :func:`~minitorch_dist.models.routing.top_k_route` (lab10.1)."""
-
-    def __init__(
-        self,
-        hidden: int,
-        experts: int,
-        top_k: int,
-        *,
-        normalize: bool = True,
-        router_dtype: torch.dtype = torch.float32,
-    ) -> None:
-        super().__init__()
-        self.experts, self.top_k = experts, check_top_k(top_k, experts)
-        self.normalize, self.router_dtype = normalize, router_dtype
-        self.gate = nn.Linear(hidden, experts, bias=False)
-
-    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        dtype = torch.promote_types(x.dtype, self.router_dtype)  # fp32 for a bf16 model
-        logits = F.linear(x.to(dtype), self.gate.weight.to(dtype))  # (T, h) @ (h, E) -> (T, E)
-        return top_k_route(logits, self.top_k, normalize=self.normalize)  # lab10.1's router
-
-
 class Expert(nn.Module):
     """One SwiGLU expert: w2(silu(w1 x) * w3 x), width ``ffn`` (the Llama's MLP at another width)."""
 
@@ -146,9 +122,8 @@ class MoEBlock(nn.Module):
         if cfg.attention is not None:
             raise ValueError("MLA attention is counted, not built (MoEConfig.attention=None)")
         self.hidden, self.cfg = hidden, cfg
-        router = Router
-        if cfg.router_bias:  # DeepSeek-V3's auxiliary-loss-free balancing (models.moe_bias)
-            from minitorch_dist.models.moe_bias import BiasedRouter as router
+        # DeepSeek-V3's auxiliary-loss-free balancing (models.moe_bias) when cfg.router_bias
+        router = BiasedRouter if cfg.router_bias else Router
         dtype = cfg.router_dtype  # a torch.dtype or its name ("float32", the default)
         dtype = getattr(torch, dtype) if isinstance(dtype, str) else dtype
         self.router = router(

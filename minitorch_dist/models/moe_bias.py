@@ -34,8 +34,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from minitorch_dist.checks import check_int, check_positive
-from minitorch_dist.models.moe import Router
 from minitorch_dist.models.moe_configs import check_top_k
+from minitorch_dist.models.router import Router
 from minitorch_dist.models.routing import load_balancing_loss, top_k_route
 
 __all__ = ["BiasedRouter", "biased_routers", "sequence_balance_loss", "update_routing_bias"]

@@ -16,16 +16,44 @@ of these (and adds no synchronisation).
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 
-if TYPE_CHECKING:  # the runtime imports this module
-    from minitorch_dist.pipeline.runtime import PipelineRun
-    from minitorch_dist.pipeline.schedules import Action
-    from minitorch_dist.pipeline.stage import PipelineStage
+from minitorch_dist.pipeline.schedules import Action
+from minitorch_dist.pipeline.simulate import Event
+from minitorch_dist.pipeline.stage import PipelineStage
 
-__all__ = ["RunObserver", "RunRecorder"]
+__all__ = ["PipelineRun", "RunObserver", "RunRecorder"]
+
+
+@dataclass
+class PipelineRun:
+    """What one rank ran: ``losses`` per micro-batch (already divided by m; only on the rank
+    holding the last stage, else empty), ``executed`` actions in order, wall-clock ``events``
+    ``(rank, action, start, end)``, ``in_flight`` after each action and, with a tracker,
+    ``memory`` (activation bytes after each action) and ``breakdown`` (the tracker's bytes by
+    category after each action: received and sent activations are ``activations``, gradients
+    computed in backward ``other``)."""
+
+    rank: int
+    losses: list[float] = field(default_factory=list)
+    executed: list[Action] = field(default_factory=list)
+    events: list[Event] = field(default_factory=list)
+    in_flight: list[int] = field(default_factory=list)
+    memory: list[int] = field(default_factory=list)
+    breakdown: list[dict[str, int]] = field(default_factory=list)
+
+    @property
+    def loss(self) -> float | None:
+        """The step's loss (the mean over micro-batches), on the last stage's rank."""
+        return sum(self.losses) if self.losses else None
+
+    @property
+    def peak_in_flight(self) -> int:
+        """Most chunk-micro-batches whose activations this rank kept at once."""
+        return max(self.in_flight, default=0)
 
 
 class RunObserver:

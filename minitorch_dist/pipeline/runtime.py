@@ -25,14 +25,13 @@ deterministic timeline of what ran, for figures that must not change between run
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
 from minitorch_dist.models.llama import cross_entropy
-from minitorch_dist.pipeline.record import RunObserver, RunRecorder
-from minitorch_dist.pipeline.schedules import Action, Schedule
+from minitorch_dist.pipeline.record import PipelineRun, RunObserver, RunRecorder
+from minitorch_dist.pipeline.schedules import Schedule
 from minitorch_dist.pipeline.sends import SendLedger
 from minitorch_dist.pipeline.simulate import Event, simulate
 from minitorch_dist.pipeline.stage import Message, PipelineStage
@@ -40,34 +39,6 @@ from minitorch_dist.pipeline.stage import Message, PipelineStage
 __all__ = ["PipelineRun", "logical_events", "run_schedule", "wall_events"]
 
 Batch = tuple[torch.Tensor, torch.Tensor]
-
-
-@dataclass
-class PipelineRun:
-    """What one rank ran: ``losses`` per micro-batch (already divided by m; only on the rank
-    holding the last stage, else empty), ``executed`` actions in order, wall-clock ``events``
-    ``(rank, action, start, end)``, ``in_flight`` after each action and, with a tracker,
-    ``memory`` (activation bytes after each action) and ``breakdown`` (the tracker's bytes by
-    category after each action: received and sent activations are ``activations``, gradients
-    computed in backward ``other``)."""
-
-    rank: int
-    losses: list[float] = field(default_factory=list)
-    executed: list[Action] = field(default_factory=list)
-    events: list[Event] = field(default_factory=list)
-    in_flight: list[int] = field(default_factory=list)
-    memory: list[int] = field(default_factory=list)
-    breakdown: list[dict[str, int]] = field(default_factory=list)
-
-    @property
-    def loss(self) -> float | None:
-        """The step's loss (the mean over micro-batches), on the last stage's rank."""
-        return sum(self.losses) if self.losses else None
-
-    @property
-    def peak_in_flight(self) -> int:
-        """Most chunk-micro-batches whose activations this rank kept at once."""
-        return max(self.in_flight, default=0)
 
 
 def run_schedule(

@@ -18,10 +18,10 @@ from minitorch_dist.lazy import attach
 
 _EXPORTS = {  # module -> the names it provides, imported on first use (minitorch_dist.lazy)
     ".cluster": ("CLUSTER_PRESETS", "Cluster", "Link"),
-    ".config": ("RECOMPUTE", "ParallelConfig", "micro_batches", "strides", "validate"),
+    ".config": ("RECOMPUTE", "ParallelConfig", "in_flight", "micro_batches", "strides", "validate"),
     ".cost": ("StepTime", "comm_bytes", "step_time"),
     ".exact": ("exact_activation_bytes", "exact_rank_memory"),
-    ".fit": ("ACTIVATIONS", "fits", "in_flight", "peak_memory", "rank_memory"),
+    ".fit": ("ACTIVATIONS", "fits", "peak_memory", "rank_memory"),
     ".hsdp": ("hsdp_comm_bytes", "replica_all_reduce_bytes"),
     ".model": ("PlannerModel", "as_model"),
     ".published": (

@@ -15,7 +15,7 @@ from dataclasses import dataclass, fields
 
 from minitorch_dist.checks import check_bool, check_choice, check_int
 
-__all__ = ["RECOMPUTE", "ParallelConfig", "micro_batches", "strides", "validate"]
+__all__ = ["RECOMPUTE", "ParallelConfig", "in_flight", "micro_batches", "strides", "validate"]
 
 RECOMPUTE = ("none", "selective", "full")
 
@@ -95,6 +95,19 @@ class ParallelConfig:
 def micro_batches(config: ParallelConfig, global_batch: int) -> int:
     """Micro-batches each pipeline runs per step: ``B / (dp b)``."""
     return global_batch // (config.dp * config.micro_batch)
+
+
+def in_flight(pp: int, v: int, m: int, stage: int) -> float:
+    """Micro-batches' worth of activations stage ``stage`` holds at its peak.
+
+    1F1B: ``min(p - stage, m)``. Interleaved (v > 1): Megatron's warm-up runs
+    ``2 (p - 1 - stage) + (v - 1) p`` chunk forwards before the first backward, so
+    ``(v + 1) p - 1 - 2 stage`` chunks of ``1 / v`` of the rank's layers are alive at once; on
+    stage 0 that is ``p`` times :func:`~minitorch_dist.pipeline.first_stage_activation_factor`.
+    Both equal the peaks of :func:`~minitorch_dist.pipeline.simulate` (tests/test_planner.py)."""
+    if v == 1:
+        return min(pp - stage, m)
+    return min(((v + 1) * pp - 1 - 2 * stage) / v, m)
 
 
 def strides(config: ParallelConfig) -> dict[str, int]:

@@ -44,7 +44,7 @@ from __future__ import annotations
 from minitorch_dist.models.configs import padded_vocab_size
 from minitorch_dist.tensor_parallel.cost import tp_activation_breakdown
 
-from .config import ParallelConfig, micro_batches
+from .config import ParallelConfig, in_flight, micro_batches
 from .memo import split_layers
 
 __all__ = ["exact_activation_bytes", "exact_rank_memory"]
@@ -111,8 +111,6 @@ def exact_rank_memory(
     stage: int = 0,  # noqa: ANN001
 ) -> dict[str, int]:
     """:func:`~minitorch_dist.planner.rank_memory`'s keys, counted as the code stores them."""
-    from .fit import in_flight  # fit imports this module
-
     if config.shard_group:
         raise ValueError(
             "shard_group > 0 (HSDP): the package's code has no HSDP to count "

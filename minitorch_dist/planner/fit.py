@@ -32,26 +32,13 @@ from __future__ import annotations
 
 from minitorch_dist.checks import check_choice
 
-from .config import ParallelConfig, micro_batches
+from .config import ParallelConfig, in_flight, micro_batches
 from .exact import exact_rank_memory
 from .memo import activation_bytes, model_state_bytes, split_layers  # memoised, same numbers
 
-__all__ = ["ACTIVATIONS", "fits", "in_flight", "peak_memory", "rank_memory"]
+__all__ = ["ACTIVATIONS", "fits", "peak_memory", "rank_memory"]
 
 ACTIVATIONS = ("korthikanti", "exact")  # the textbook count, or what the package's code stores
-
-
-def in_flight(pp: int, v: int, m: int, stage: int) -> float:
-    """Micro-batches' worth of activations stage ``stage`` holds at its peak.
-
-    1F1B: ``min(p - stage, m)``. Interleaved (v > 1): Megatron's warm-up runs
-    ``2 (p - 1 - stage) + (v - 1) p`` chunk forwards before the first backward, so
-    ``(v + 1) p - 1 - 2 stage`` chunks of ``1 / v`` of the rank's layers are alive at once; on
-    stage 0 that is ``p`` times :func:`~minitorch_dist.pipeline.first_stage_activation_factor`.
-    Both equal the peaks of :func:`~minitorch_dist.pipeline.simulate` (tests/test_planner.py)."""
-    if v == 1:
-        return min(pp - stage, m)
-    return min(((v + 1) * pp - 1 - 2 * stage) / v, m)
 
 
 def rank_memory(
