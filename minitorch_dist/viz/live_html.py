@@ -55,7 +55,7 @@ def _table(rows: list[dict[str, Any]], exact: bool) -> str:
         label = "CPU (offloaded)" if part == "cpu" else part
         weight = ' style="font-weight:bold"' if part == "total" else ""
         num = "style='text-align:right;white-space:nowrap'"  # "262.8 GiB" on one line
-        cells = f"<td {num}>{r['exact']}</td>" if exact else ""
+        cells = f"<td class='live-exact' {num}>{r['exact']}</td>" if exact else ""
         out.append(
             f'<tr data-part="{part}" data-bytes="{r["bytes"]}"{weight}><td>{label}</td>'
             f"{cells}<td {num}>{_esc(r['text'])}</td>"
