@@ -1,4 +1,4 @@
-"""The book's files as classic scripts, for pages opened from ``file://`` (issue 33).
+"""The book's files as classic scripts, for pages opened from ``file://``.
 
 A page opened from ``file://`` (a book read by double-clicking ``index.html``) may run a classic
 ``<script src>``, but Chromium refuses it ``fetch()``, ES-module imports and module workers. So
