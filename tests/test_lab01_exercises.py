@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 
 import torch
+from own_process import own_process
 
 from minitorch_dist.memory import activation_bytes, measure_step_fake, model_state_bytes, predict
 from minitorch_dist.models import LlamaConfig
@@ -79,6 +80,7 @@ def test_lab_ex2_largest_micro_batch_of_llama2_7b():
     assert answer == 42
 
 
+@own_process
 def test_lab_ex3_pure_bf16_adam_is_8_bytes_per_param():
     """bf16 params, grads, m and v: 2 + 2 + 4 bytes, measured on fake tensors (plus Adam's
     4-byte step counter per tensor)."""

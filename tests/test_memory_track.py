@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from own_process import own_process
 from torch import nn
 
 from minitorch_dist.memory import (
@@ -221,6 +222,7 @@ SMALL = LlamaConfig("small", 32000, 512, 4, 8, 4, 1376, 2048, 1e-5, 10000.0)
 @pytest.mark.lab01
 @pytest.mark.task("lab01.3")
 @pytest.mark.parametrize(("dtype", "nbytes"), [(torch.float32, 4), (torch.bfloat16, 2)])
+@own_process
 def test_fake_measurement_equals_closed_form(dtype: torch.dtype, nbytes: int) -> None:
     """Catches a tracker that breaks on fake tensors: model states of a 4-layer, h=512 Llama and
     its activations equal the closed forms exactly (pure ``dtype`` training, Adam)."""
@@ -236,6 +238,7 @@ def test_fake_measurement_equals_closed_form(dtype: torch.dtype, nbytes: int) ->
 
 @pytest.mark.lab01
 @pytest.mark.task("lab01.3")
+@own_process
 def test_fake_recompute_policies() -> None:
     """Catches checkpointing that does not reduce stored activations as the estimate says."""
     for recompute in ("selective", "full"):
@@ -247,6 +250,7 @@ def test_fake_recompute_policies() -> None:
 
 @pytest.mark.lab01
 @pytest.mark.task("lab01.3")
+@own_process
 def test_fake_llama_2_7b_is_16_bytes_per_param() -> None:
     """Catches a measurement that cannot reach real sizes: one fp32 + Adam step of Llama-2-7B on
     fake tensors holds 16 bytes/param of model states (plus 291 four-byte step counters)."""

@@ -10,6 +10,7 @@ import time
 import pytest
 import torch
 import torch.nn.functional as F
+from own_process import own_process
 from torch._subclasses.fake_tensor import FakeTensorMode
 
 from minitorch_dist.models import (
@@ -227,6 +228,7 @@ def test_builds_on_meta_device() -> None:
     assert model.head.weight.is_meta and n_params(model) == PUBLISHED["llama-2-70b"]
 
 
+@own_process
 def test_fake_tensor_forward_backward_in_bf16() -> None:
     """Catches .to(dtype) or real-data ops that FakeTensorMode rejects (breaks the 7B memory lab)."""
     previous = torch.get_default_dtype()
