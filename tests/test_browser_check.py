@@ -3,6 +3,7 @@ site, and a clean site passes. One headless Chromium for the whole module."""
 
 from __future__ import annotations
 
+import json
 import threading
 from pathlib import Path
 
@@ -10,6 +11,7 @@ import pytest
 
 from minitorch_dist import browser_check as bc
 from minitorch_dist.course import browser_check_live as bcl
+from minitorch_dist.course.browser_check_labels import control_failures, shows, text_of
 
 CHROMIUM_MISSING = not Path(bc.CHROMIUM).exists()
 
@@ -420,10 +422,51 @@ def test_widget_text_unlike_pythons_rendering(browser, tmp_path):
 
 
 def test_shows():
-    assert bcl.shows(1, "1") and bcl.shows(16384, "16,384") and bcl.shows(True, "yes")
-    assert not bcl.shows(1, "yes") and not bcl.shows(0, "no") and not bcl.shows(True, "1")
-    assert bcl.shows("mixed", " mixed ") and not bcl.shows(False, "0")
-    assert bcl.text_of("<p>a <b>1,024</b>\n<i>x</i></p>") == "a 1,024 x"
+    assert shows(1, "1") and shows(16384, "16,384") and shows(True, "yes")
+    assert not shows(1, "yes") and not shows(0, "no") and not shows(True, "1")
+    assert shows("mixed", " mixed ") and not shows(False, "0")
+    assert text_of("<p>a <b>1,024</b>\n<i>x</i></p>") == "a 1,024 x"
+
+
+def test_controls_labelled_as_the_old_lookup_did_fail():
+    """The real widgets' controls, shown as a label lookup keyed by True showed them (1 as "yes",
+    0 as "no"): every such option is named; shown by their values, none fails."""
+    from minitorch_dist.viz.live import controls
+
+    def seen(kind: str, text) -> list[dict]:
+        return [
+            {
+                "control": name,
+                "label": label,
+                "options": [[json.dumps(c), text(c)] for c in choices],
+            }
+            for name, (label, choices, _) in controls(kind).items()
+        ]
+
+    def old(value):
+        return {True: "yes", False: "no"}.get(value, f"{value:,}" if type(value) is int else value)
+
+    def new(value):
+        if type(value) is bool:
+            return "yes" if value else "no"
+        return f"{value:,}" if type(value) is int else value
+
+    fails = control_failures(seen("predictor", old), controls("predictor"))
+    assert "control micro_batch (micro-batch): option 1 shows 'yes', not its value" in fails
+    assert (
+        "control zero_stage (ZeRO stage): option 0 shows 'no', 1 shows 'yes', not its value"
+        in fails
+    )
+    planner = control_failures(seen("planner", old), controls("planner"))
+    assert any(f.startswith("control cp (cp): option 1 shows 'yes'") for f in planner)
+    assert not any("control sp" in f or "control offload" in f for f in fails + planner)
+    for kind in ("predictor", "planner"):
+        assert control_failures(seen(kind, new), controls(kind)) == []
+    relabelled = seen("predictor", new)
+    relabelled[0]["label"] = "preset"
+    assert control_failures(relabelled, controls("predictor")) == [
+        "control preset is labelled 'preset', Python's label is 'model'"
+    ]
 
 
 LONG_PATH = "minitorch_dist/data_parallel/profiling/profile_ddp_step_with_a_long_name.py"

@@ -16,9 +16,9 @@ when the book was built: ``data-state="static"``, an answer in its ``.live-outpu
 
 What the reader reads is checked too (:func:`label_failures`, :func:`compare`): each control's
 label and its options' values must be Python's (:func:`minitorch_dist.viz.live.controls`), each
-option must show its value (:func:`shows`: a number as that number, yes/no only for a yes/no
-control), and the answer's text must be the text of Python's own rendering of Python's answer
-(:func:`minitorch_dist.viz.live_html.render_live`).
+option must show its value (a number as that number, yes/no only for a yes/no control;
+:mod:`minitorch_dist.course.browser_check_labels`), and the answer's text must be the text of
+Python's own rendering of Python's answer (:func:`minitorch_dist.viz.live_html.render_live`).
 """
 
 from __future__ import annotations
@@ -26,11 +26,15 @@ from __future__ import annotations
 import json
 import math
 import random
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from html.parser import HTMLParser
 from typing import Any
+
+from minitorch_dist.course.browser_check_labels import (
+    CONTROLS_JS,
+    control_failures,
+    text_of,
+)
 
 Live = Callable[[str, dict[str, Any]], dict[str, Any]]
 Controls = Callable[[str], dict[str, tuple[str, tuple[Any, ...], Any]]]  # name -> label, choices
@@ -78,47 +82,6 @@ def _reference(live: Live | Reference | None) -> Reference | None:
     return live if live is None or isinstance(live, Reference) else Reference(live)
 
 
-def shows(value: Any, text: str) -> bool:
-    """Does an option's ``text`` show its ``value``? A bool as "yes"/"no" (only a bool: 1 is not
-    "yes"), a number as itself (thousands separators allowed), a string as itself."""
-    text = " ".join(text.split())
-    if type(value) is bool:
-        return text == ("yes" if value else "no")
-    if type(value) in (int, float):
-        return re.sub(r"(?<=\d)[,\u202f\u00a0 ](?=\d{3})", "", text) == str(value)
-    return text == str(value)
-
-
-class _Text(HTMLParser):
-    def __init__(self) -> None:
-        super().__init__(convert_charrefs=True)
-        self.parts: list[str] = []
-
-    def handle_data(self, data: str) -> None:
-        self.parts.append(data)
-
-
-def text_of(html: str) -> str:
-    """The text of an HTML fragment (its textContent), whitespace collapsed."""
-    parser = _Text()
-    parser.feed(html)
-    parser.close()
-    return " ".join("".join(parser.parts).split())
-
-
-CONTROLS_JS = """els => els.map(s => {
-  const box = s.closest('label');
-  let label = s.getAttribute('aria-label') || '';
-  if (box) {
-    const copy = box.cloneNode(true);
-    copy.querySelectorAll('select').forEach(x => x.remove());
-    label = copy.textContent;
-  }
-  return {control: s.dataset.control, label: label.trim().replace(/\\s+/g, ' '),
-          options: [...s.options].map(o => [o.value, o.textContent])};
-})"""
-
-
 def label_failures(box, name: str, ref: Reference | None) -> list[str]:
     """The widget's controls as the reader sees them against Python's: the same controls in the
     same order, each labelled as Python labels it, offering Python's choices, each option
@@ -130,33 +93,7 @@ def label_failures(box, name: str, ref: Reference | None) -> list[str]:
     except Exception as e:  # the checker's own Python refusing is a failure too
         return [f"{name}: controls() raised {e!r}"]
     seen = box.locator("select[data-control]").evaluate_all(CONTROLS_JS)
-    names = [c["control"] for c in seen]
-    if names != list(want):
-        return [f"{name}: shows the controls {names}, Python's are {list(want)}"]
-    fails = []
-    for c in seen:
-        label, choices, _ = want[c["control"]]
-        what = f"{name}: control {c['control']}"
-        if c["label"] != label:
-            fails.append(f"{what} is labelled {c['label']!r}, Python's label is {label!r}")
-        try:
-            values = [json.loads(v) for v, _ in c["options"]]
-        except json.JSONDecodeError:
-            values = [v for v, _ in c["options"]]
-        if not same(values, json.loads(json.dumps(list(choices)))):
-            fails.append(f"{what} offers {values}, Python's choices are {list(choices)}")
-            continue
-        wrong = [
-            f"{v!r} shows {t.strip()!r}"
-            for v, (_, t) in zip(values, c["options"])
-            if not shows(v, t)
-        ]
-        if wrong:
-            fails.append(
-                f"{what} ({label}): option {', '.join(wrong[:4])}, not its value"
-                + (f" (and {len(wrong) - 4} more)" if len(wrong) > 4 else "")
-            )
-    return fails
+    return [f"{name}: {fail}" for fail in control_failures(seen, want)]
 
 
 def same(a: Any, b: Any) -> bool:
