@@ -10,6 +10,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import textwrap
 import zipfile
 from pathlib import Path
@@ -172,6 +173,221 @@ def test_a_tampered_submission_scores_zero(course: dict) -> None:
     assert all("NotImplementedError" in t["output"] for t in tests), tests[0]["output"]
 
 
+# Submissions that try to forge their score. Each is appended to the edition's stub (the task not
+# done, a real score of 0) or to the instructor's file (the task done, 4), and must score that.
+_FORGE_CLAIMS = """
+import _pytest.reports as _reports
+
+_init = _reports.TestReport.__init__
+
+
+def _passed(self, *args, **kwargs):  # every test's report says passed
+    _init(self, *args, **kwargs)
+    self.outcome, self.longrepr = "passed", None
+
+
+_reports.TestReport.__init__ = _passed
+"""
+_TAMPERING = {
+    # an exit hook rewriting results.json wherever it may be
+    "exit-hook": """
+import atexit as _atexit, glob as _glob, json as _json
+
+
+def _forge():
+    for path in _glob.glob("{base}/*/results/results.json"):
+        try:
+            open(path, "w").write(_json.dumps({{"score": 100, "tests": []}}))
+        except OSError:
+            pass
+
+
+_atexit.register(_forge)
+"""
+    + _FORGE_CLAIMS,
+    # the grader's own plugin and the launcher changed at import: no recording, fake results
+    "grader-and-launcher": """
+import minitorch_dist as _package
+from minitorch_dist.course import record as _record
+
+_record._save = lambda *args, **kwargs: None
+_package.launch = lambda fn, world_size, *args, **kwargs: [None] * world_size
+"""
+    + _FORGE_CLAIMS,
+    # writes into every file and folder of the grading root it can reach
+    "write-anywhere": """
+import glob as _glob, os as _os
+
+for _path in _glob.glob("{base}/*/*") + _glob.glob("{base}/*/*/*"):
+    try:
+        if _os.path.isdir(_path):
+            open(_os.path.join(_path, "forged.json"), "w").write("{{}}")
+        else:
+            open(_path, "a").write("forged")
+    except OSError:
+        pass
+"""
+    + _FORGE_CLAIMS,
+    # the test's process leaves with exit status 0 in the middle of each test
+    "os-exit": """
+import os as _os
+import minitorch_dist as _package
+
+
+def _leave(*args, **kwargs):
+    _os._exit(0)
+
+
+_package.launch = _leave
+""",
+}
+# the expected values read from the test's own inputs, with every claim forged: no collective
+_FROM_THE_TESTS = """
+    import sys
+    test = sys.modules.get("tests.test_lab00_hello") or sys.modules.get("test_lab00_hello")
+    n = dist.get_world_size()
+    tensor.copy_(sum(test._rank_tensor(r, n) for r in range(n)).view_as(tensor))
+    return tensor
+"""
+
+
+def _open_folder() -> Path:
+    """A folder every user may enter and write (pytest's own are its user's alone)."""
+    folder = Path(tempfile.mkdtemp(prefix="gradescope-"))
+    folder.chmod(0o777)
+    return folder
+
+
+def _submission(course: dict, name: str, text: str) -> dict:
+    rel = "minitorch_dist/comm/halves.py"
+    return _run_autograder(_gradescope(course, name, {rel: text}), AUTOGRADER_TEST_TIMEOUT="20")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("done", [False, True], ids=["stub", "solved"])
+@pytest.mark.parametrize("how", sorted(_TAMPERING))
+def test_a_forging_submission_scores_its_real_work(course: dict, how: str, done: bool) -> None:
+    """Catches a score the submission can write: an exit hook rewriting results.json, pytest's
+    reports, the grader's plugin or the launcher monkeypatched at import, files written all over
+    the grading root, ``os._exit(0)`` mid-test. On the stub each scores 0 of 4; on the solved
+    file the forging changes nothing (4 of 4), except ``os._exit``, which loses its tests."""
+    rel = "minitorch_dist/comm/halves.py"
+    base = _open_folder()  # the submission may look around, as in /autograder
+    text = (ROOT if done else course["edition"]).joinpath(rel).read_text()
+    try:
+        results = _submission(
+            {**course, "base": base}, "root", text + _TAMPERING[how].format(base=base)
+        )
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+    tests = results["tests"]
+    assert len(tests) == 4 and sum(t["max_score"] for t in tests) == 4
+    # a solved file that also stops its own recording (or its test's process) proves nothing
+    earned = 4 if done and how in ("exit-hook", "write-anywhere") else 0
+    assert results["score"] == earned == sum(t["score"] for t in tests), results["output"]
+    assert "forged" not in json.dumps(results) and results["tests"][0]["name"] != "x"
+
+
+@pytest.mark.slow
+def test_the_expected_values_read_from_the_tests_score_nothing(course: dict) -> None:
+    """Catches a "solution" that returns what the test expects (here the sum, computed from the
+    test's own inputs instead of by collectives) and forges the outcome: its results are right,
+    but it calls no reduce-scatter and no all-gather, as the reference does."""
+    stub = (course["edition"] / "minitorch_dist" / "comm" / "halves.py").read_text()
+    anchor = '    raise NotImplementedError("lab00.1'
+    assert anchor in stub
+    text = stub.replace(anchor, _FROM_THE_TESTS + anchor) + _FORGE_CLAIMS
+    results = _submission(course, "from-the-tests", text)
+    assert results["score"] == 0, results["output"]
+    assert all("called no all_gather, reduce_scatter" in t["output"] for t in results["tests"])
+
+
+_WHO = """
+import json as _json, os as _os, sys as _sys
+
+with open("{path}", "a") as _f:
+    _f.write(_json.dumps([_os.getuid(), _sys.argv]) + "\\n")
+"""
+
+
+@pytest.mark.slow
+def test_the_judge_never_imports_a_submitted_file(course: dict) -> None:
+    """Catches an autograder process that imports the submission (then it could rewrite the
+    score): the submitted file notes each process that imports it; none is the autograder, and
+    where the autograder runs as root, each runs as the unprivileged user."""
+    folder = _open_folder()
+    marker = folder / "who.jsonl"
+    marker.touch()
+    marker.chmod(0o666)
+    solved = (ROOT / "minitorch_dist" / "comm" / "halves.py").read_text()
+    try:
+        results = _submission(course, "who", solved + _WHO.format(path=marker))
+        seen = [json.loads(line) for line in marker.read_text().splitlines()]
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    assert results["score"] == 4, results["output"]
+    assert seen, "the submission never ran"
+    assert not [argv for _, argv in seen if "minitorch_dist.autograder" in " ".join(argv)]
+    if os.geteuid() == 0:
+        import pwd
+
+        assert {uid for uid, _ in seen} == {pwd.getpwnam("nobody").pw_uid}
+
+
+def _solution_lines() -> dict[str, set[str]]:
+    """task -> the distinctive lines (normalised) of its solution blocks, package and notebooks:
+    long lines that no shipped file holds outside a solution block (not an idiom)."""
+    from test_no_reference import LONG, _shipped, _split, _texts, _trivial, normalise
+
+    found: dict[str, set[str]] = {}
+    elsewhere: set[str] = set()
+    for path in _shipped():
+        for text in _texts(path):
+            blocks, outside = _split(text)
+            elsewhere |= set(map(normalise, outside))
+            for task, found_blocks in blocks.items():
+                for lines in found_blocks:
+                    for norm in map(normalise, lines):
+                        if len(norm) >= LONG and not _trivial(norm):
+                            found.setdefault(task, set()).add(norm)
+    return {task: lines - elsewhere for task, lines in found.items()}
+
+
+def test_the_bundle_holds_no_solution_line(course: dict) -> None:
+    """Catches an autograder zip that carries the instructor's tree: unzipped, none of its
+    files holds a distinctive line of any task's solution block (the assignment's and later
+    labs': the bundle of lab 0 may hold none at all), and it holds no reference module."""
+    lines = _solution_lines()
+    assert len(lines) > 30, sorted(lines)
+    with zipfile.ZipFile(course["bundle"]) as z:
+        names = z.namelist()
+        texts = {
+            n: z.read(n).decode("utf-8", errors="replace")
+            for n in names
+            if n.endswith((".py", ".ipynb", ".md", ".json", ".txt", ".toml", ".cfg", ".yml"))
+        }
+    assert "course/minitorch_dist/comm/halves.py" in names
+    found = []
+    for name, text in texts.items():
+        body = {normalise_line(line) for line in _bundle_lines(name, text)}
+        for task, solution in lines.items():
+            found += [f"{name}: {task}: {line}" for line in solution & body]
+    assert not found, "\n".join(found[:20])
+
+
+def normalise_line(line: str) -> str:
+    from test_no_reference import normalise
+
+    return normalise(line)
+
+
+def _bundle_lines(name: str, text: str) -> list[str]:
+    if not name.endswith(".ipynb"):
+        return text.splitlines()
+    cells = json.loads(text).get("cells", [])
+    return [line for c in cells for line in "".join(c["source"]).splitlines()]
+
+
 @pytest.mark.slow
 def test_a_missing_file_scores_its_tasks_zero_and_names_it(course: dict) -> None:
     results = _run_autograder(_gradescope(course, "empty", {"notes.txt": "I forgot"}))
@@ -203,7 +419,13 @@ def test_an_endless_loop_costs_its_tests_not_the_results(course: dict) -> None:
     results = _run_autograder(root, AUTOGRADER_TEST_TIMEOUT="4")
     tests = results["tests"]
     assert len(tests) == 4 and results["score"] == 0
-    assert any("Timeout" in t["output"] for t in tests), tests[0]["output"]
+    timed_out = [t for t in tests if t["output"].startswith("timed out: ran past 4 s")]
+    assert len(timed_out) == 1, [t["output"][:200] for t in tests]
+    name = timed_out[0]["name"].split("::")[-1]
+    others = [t for t in tests if t is not timed_out[0]]
+    assert all(f"not run: lab00.1 timed out in {name}" in t["output"] for t in others), [
+        t["output"][:200] for t in others
+    ]
 
 
 def test_the_editions_texts_speak_of_its_own_labs_and_stubs(course: dict) -> None:

@@ -19,8 +19,10 @@ files are never read.
 from __future__ import annotations
 
 import argparse
+import ast
 import json
 import os
+import re
 import shutil
 import stat
 import subprocess
@@ -30,9 +32,13 @@ import time
 import zipfile
 from pathlib import Path
 
+from . import judge
 from .edition import _SKIP_DIRS, MANIFEST_FILE, _source_files, read_manifest
+from .grade_report import TestResult, gradescope_json, needs_first
 
-__all__ = ["collect_graded", "run", "write_bundle"]
+__all__ = ["collect_graded", "record_reference", "run", "task_targets", "write_bundle"]
+
+REFERENCE_FILE = "reference.pt"  # the reference recordings: in the bundle only
 
 TEST_TIMEOUT_S = 60  # one graded test; the slowest takes under 10 s on 2 CPU cores
 TOTAL_TIMEOUT_S = 40 * 60  # Gradescope's default limit for a whole run
@@ -95,28 +101,86 @@ def collect_graded(root: str | os.PathLike, labs: list[str]) -> dict[str, dict]:
     return json.loads(lines[-1].removeprefix("GRADED="))
 
 
+def task_targets(root: str | os.PathLike, manifest: dict) -> list[str]:
+    """``module:Qualname`` of each function that holds a solution block of the manifest's tasks
+    (in the instructor's tree at ``root``): the functions whose calls the judge compares."""
+    found: set[str] = set()
+    for task, files in manifest["tasks"].items():
+        for rel in files:
+            text = (Path(root) / rel).read_text()
+            tree, lines = ast.parse(text), text.splitlines()
+            module = rel.removesuffix(".py").replace("/", ".").removesuffix(".__init__")
+            for number, line in enumerate(lines, start=1):
+                if not re.match(rf"\s*# BEGIN SOLUTION {re.escape(task)}\b", line):
+                    continue
+                qualname = _enclosing(tree, number)
+                if qualname:
+                    found.add(f"{module}:{qualname}")
+    return sorted(found)
+
+
+def _enclosing(tree: ast.AST, line: int, prefix: str = "") -> str | None:
+    """The qualified name of the innermost function around ``line`` (classes included)."""
+    for node in getattr(tree, "body", []):
+        if not (node.lineno <= line <= (node.end_lineno or node.lineno)):
+            continue
+        if isinstance(node, ast.ClassDef):
+            return _enclosing(node, line, f"{prefix}{node.name}.")
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            return f"{prefix}{node.name}"  # a function nested in it is not reachable by name
+    return None
+
+
+def record_reference(root: str | os.PathLike, tests: dict, targets: list[str]) -> dict:
+    """The reference recordings of ``tests`` on the instructor's tree: each test run twice,
+    a value that differed between the runs marked not to compare (judge.reference)."""
+    base = Path(tempfile.mkdtemp(prefix="reference-"))
+    try:
+        runs, claims = [], {}
+        for i in range(2):
+            out = base / str(i)
+            claims = judge.run_tests(
+                Path(root), tests, out, targets, test_timeout=600, total_timeout=TOTAL_TIMEOUT_S
+            )
+            runs.append({n: judge.read_recordings(judge.folder_of(out, n)) for n in tests})
+        failing = sorted(n for n, o in claims.items() if o.status == "failed")
+        if failing:
+            raise ValueError(
+                f"the reference fails {len(failing)} graded test(s), e.g. {failing[0]}: "
+                f"{claims[failing[0]].reason}"
+            )
+        return {n: judge.reference(runs[0][n], runs[1][n]) for n in tests}
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
 def write_bundle(
     root: str | os.PathLike, edition: str | os.PathLike, manifest: dict, zip_path: str | os.PathLike
 ) -> Path:
-    """Write the autograder zip for the assignment whose edition is at ``edition``."""
+    """Write the autograder zip for the assignment whose edition is at ``edition``: the
+    edition's own tree (what the students have), the manifest with the graded tests and the
+    task's functions, and the reference recordings (the only thing from the instructor's code)."""
     root, edition, zip_path = Path(root), Path(edition), Path(zip_path).resolve()
     tests = collect_graded(root, manifest["labs"])
     if not tests:
         raise ValueError(f"no graded tests for {manifest['labs']} in {root}/tests")
-    bundled = dict(manifest, tests=tests)
+    targets = task_targets(root, manifest)
+    references = record_reference(root, tests, targets)
+    bundled = dict(manifest, tests=tests, targets=targets)
     zip_path.parent.mkdir(parents=True, exist_ok=True)
-    with zipfile.ZipFile(zip_path, "w", zipfile.ZIP_DEFLATED) as z:
-        for name, text in (("setup.sh", SETUP_SH), ("run_autograder", RUN_AUTOGRADER)):
-            info = zipfile.ZipInfo(name, date_time=(2020, 1, 1, 0, 0, 0))
-            info.external_attr = (stat.S_IFREG | 0o755) << 16
-            z.writestr(info, text)
-        z.writestr(MANIFEST_FILE, json.dumps(bundled, indent=1) + "\n")
-        for src in _source_files(root):
-            rel = src.relative_to(root)
-            if rel.parts[0] not in _SKIP_DIRS and src.resolve() != zip_path:
-                z.write(src, f"course/{rel.as_posix()}")
-        for rel in manifest["files"]:
-            z.write(edition / rel, f"stubs/{rel}")
+    with tempfile.TemporaryDirectory() as tmp:
+        judge.save_reference(references, Path(tmp) / REFERENCE_FILE)
+        with zipfile.ZipFile(zip_path, "w", zipfile.ZIP_DEFLATED) as z:
+            for name, text in (("setup.sh", SETUP_SH), ("run_autograder", RUN_AUTOGRADER)):
+                info = zipfile.ZipInfo(name, date_time=(2020, 1, 1, 0, 0, 0))
+                info.external_attr = (stat.S_IFREG | 0o755) << 16
+                z.writestr(info, text)
+            z.writestr(MANIFEST_FILE, json.dumps(bundled, indent=1) + "\n")
+            z.write(Path(tmp) / REFERENCE_FILE, REFERENCE_FILE)
+            for src in _source_files(edition):
+                rel = src.relative_to(edition)
+                if rel.parts[0] not in _SKIP_DIRS and src.resolve() != zip_path:
+                    z.write(src, f"course/{rel.as_posix()}")
     return zip_path
 
 
@@ -137,98 +201,76 @@ def _find(submission: Path, rel: str) -> Path | None:
     return min(found, key=lambda p: len(p.parts)) if found else None
 
 
-def _grade(course: Path, labs: list[str], test_timeout: float, total: float) -> tuple[dict, str]:
-    out = Path(tempfile.mkdtemp(prefix="grade-")) / "results.json"
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    env["PYTHONPATH"] = str(course)
-    cmd = [
-        sys.executable,
-        "-m",
-        "minitorch_dist.grade",
-        "--labs",
-        *labs,
-        "--results",
-        str(out),
-        "--timeout",
-        f"{test_timeout:g}",
-    ]
-    try:
-        done = subprocess.run(
-            cmd, cwd=course, env=env, capture_output=True, text=True, timeout=total
-        )
-        log = done.stdout[-4000:] + done.stderr[-4000:]
-    except subprocess.TimeoutExpired:
-        return {}, f"the grader ran past {total:g} s and was stopped"
-    log = "\n".join(x for x in log.splitlines() if not x.startswith("results written to "))
-    try:
-        return {t["name"]: t for t in json.loads(out.read_text())["tests"]}, log
-    except (OSError, ValueError, KeyError, TypeError):
-        return {}, f"the grader wrote no results (exit code {done.returncode}):\n{log}"
-    finally:
-        shutil.rmtree(out.parent, ignore_errors=True)
-
-
 def run(
     root: str | os.PathLike = "/autograder",
     test_timeout: float = TEST_TIMEOUT_S,
     total_timeout: float = TOTAL_TIMEOUT_S,
 ) -> dict:
     """Grade ``root/submission`` with the bundle in ``root/source``; write and return
-    ``root/results/results.json``."""
+    ``root/results/results.json``. This process never imports a submitted file (judge.py)."""
     start = time.monotonic()
     root = Path(root).resolve()
     manifest = read_manifest(root / "source")
-    work = Path(tempfile.mkdtemp(prefix="autograder-")) / "course"
+    ids = judge.sandbox_ids()
+    if ids is not None:  # the children cannot read the bundle (its reference recordings)
+        os.chmod(root / "source", 0o700)
+    base = Path(tempfile.mkdtemp(prefix="autograder-"))
+    os.chmod(base, 0o711)
+    work = base / "course"
     shutil.copytree(root / "source" / "course", work, symlinks=False)
     missing: dict[str, list[str]] = {}  # file -> its tasks
     for rel in manifest["files"]:
         found = _find(root / "submission", rel)
-        source = found if found is not None else root / "source" / "stubs" / rel
-        shutil.copyfile(source, work / rel)
-        if found is None:
+        if found is not None:  # else the edition's stub stays
+            shutil.copyfile(found, work / rel)
+        else:
             missing[rel] = [t for t, fs in manifest["tasks"].items() if rel in fs]
-    reported, log = _grade(work, manifest["labs"], test_timeout, total_timeout)
-    tests, notes = [], []
-    for rel, tasks in missing.items():
-        notes.append(f"missing {rel} in your submission: {', '.join(tasks)} score 0")
+    judge.give_to(work, ids)
+    out = base / "out"
+    outcomes = judge.run_tests(
+        work,
+        manifest["tests"],
+        out,
+        manifest.get("targets", []),
+        test_timeout=test_timeout,
+        total_timeout=total_timeout,
+        ids=ids,
+    )
+    references = judge.load_reference(root / "source" / REFERENCE_FILE)
+    results = []
     for name, expected in sorted(manifest["tests"].items()):
         task = expected["task"]
-        entry = dict(reported.get(name) or {})
+        outcome = outcomes[name]
+        status, reason, output = outcome.status, outcome.reason, outcome.output
         gone = [rel for rel, tasks in missing.items() if task in tasks]
         if gone:
-            reason = f"missing {', '.join(gone)} in your submission"
-        elif not entry:
-            reason = "did not run: its test file did not import, or the run stopped (see above)"
-        elif entry.get("max_score") == 0 and not expected["gpu"]:
-            reason = f"skipped, but only a test that needs a GPU may skip: {entry.get('output')}"
-        else:
-            reason = ""
-        if reason:
-            entry = {"max_score": 1, "status": "failed", "output": reason}
-        top = 0 if entry.get("max_score") == 0 else 1  # a GPU test skipped: 0 of 0
-        passed = entry.get("status") == "passed"
-        tests.append(
-            {
-                "name": name,
-                "number": task,
-                "visibility": "visible",
-                "score": top * passed,
-                "max_score": top,
-                "status": "passed" if passed else "failed",
-                "output": str(entry.get("output", "")),
-            }
-        )
-    results = {
-        "score": sum(t["score"] for t in tests),
-        "execution_time": round(time.monotonic() - start),
-        "output": "\n".join([*notes, log.strip()[-6000:]]).strip(),
-        "stdout_visibility": "visible",
-        "tests": tests,
-    }
+            status, reason = "failed", f"missing {', '.join(gone)} in your submission"
+        elif status == "skipped" and not expected["gpu"]:
+            status, reason = (
+                "failed",
+                f"skipped, but only a test that needs a GPU may skip: {reason}",
+            )
+        elif status == "passed":
+            recorded = judge.read_recordings(
+                judge.folder_of(out, name), ids[0] if ids is not None else None
+            )
+            why = judge.verify(references.get(name), recorded)
+            if why:
+                status = "failed"
+                reason = f"not scored: your task's results differ from the reference's ({why})"
+        elif status == "failed":
+            reason = needs_first(task, output) or reason
+        text = output if status == "skipped" else f"{reason}\n\n{output}".strip()
+        results.append(TestResult(task[:5], name, status, text, task, reason))
+    report = gradescope_json(results, time.monotonic() - start)
+    notes = [
+        f"missing {rel} in your submission: {', '.join(ts)} score 0" for rel, ts in missing.items()
+    ]
+    report["output"] = "\n".join([*notes, report["output"]]).strip()
     (root / "results").mkdir(parents=True, exist_ok=True)
-    (root / "results" / "results.json").write_text(json.dumps(results, indent=2) + "\n")
-    shutil.rmtree(work.parent, ignore_errors=True)
-    return results
+    (root / "results" / "results.json").write_text(json.dumps(report, indent=2) + "\n")
+    shutil.rmtree(base, ignore_errors=True)
+    return report
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,0 +1,275 @@
+"""The grading child's side of the autograder (minitorch_dist/course/judge.py): a pytest plugin that
+records what the task's functions return, and reports each test's start and end.
+
+Loaded with ``-p minitorch_dist.course.record`` in a child process that runs the submission's
+code. ``$MINITORCH_DIST_RECORD_TARGETS`` names the functions that hold the assignment's tasks
+(``module:Qualname``, JSON); each is wrapped in place (its ``__code__`` replaced, so every
+reference to it, in a dict, a class or another module, records too). Every call writes one file
+under the current test's folder: the function's return value (or the exception type it raised),
+its tensor arguments after the call and the families of collectives it called, as tensors and plain values (``torch.save``; the judge
+loads them with ``weights_only=True``). Forked ranks inherit the wrapper and write their own
+files, keyed by their rank.
+
+Nothing here is trusted: the submission runs in this process and can change any of it. The judge
+scores a test only when its recordings match the reference's (judge.py), so a child that lies
+about a test's outcome, or skips the recording, gains nothing.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import importlib
+import inspect
+import json
+import os
+import time
+import types
+from typing import Any
+
+__all__ = ["RECORD_DIR_ENV", "TARGETS_ENV", "test_folder", "to_data"]
+
+RECORD_DIR_ENV = "MINITORCH_DIST_RECORD_OUT"
+TARGETS_ENV = "MINITORCH_DIST_RECORD_TARGETS"
+CALLS_PER_PROCESS = 64  # per function: a training loop's thousandth call adds nothing
+MAX_ELEMENTS = 1 << 20  # a larger tensor is recorded as its shape and two sums
+_CALL_NAME = "__minitorch_dist_record_call__"
+
+_out: str | None = None  # the current test's folder
+_originals: dict[str, Any] = {}
+_counts: dict[tuple[int, str], int] = {}
+
+
+def test_folder(nodeid: str) -> str:
+    """The name of a test's recordings folder: a hash of its node id."""
+    return hashlib.sha1(nodeid.encode()).hexdigest()[:20]
+
+
+def to_data(x: Any, depth: int = 0) -> Any:
+    """``x`` as tensors, numbers, strings, lists and dicts: what ``weights_only`` loads."""
+    import torch
+
+    if depth > 6:
+        return "<deep>"
+    if isinstance(x, torch.Tensor):
+        try:
+            t = x.detach()
+            if t.device.type == "meta" or t.is_sparse:
+                return {"shape": list(t.shape), "dtype": str(t.dtype)}
+            t = t.to("cpu")
+            if t.numel() > MAX_ELEMENTS:
+                d = t.double()
+                return {"shape": list(t.shape), "sum": float(d.sum()), "abs": float(d.abs().sum())}
+            return t.clone().contiguous()
+        except Exception:  # a fake or exotic tensor
+            return {"shape": list(x.shape), "dtype": str(x.dtype)}
+    if x is None or isinstance(x, (bool, int, float, str)):
+        return x
+    if isinstance(x, (torch.Size, tuple, list)):
+        return [to_data(v, depth + 1) for v in list(x)[:256]]
+    if isinstance(x, dict):
+        return {str(k): to_data(v, depth + 1) for k, v in list(x.items())[:256]}
+    if isinstance(x, torch.dtype):
+        return str(x)
+    if dataclasses.is_dataclass(x) and not isinstance(x, type):
+        fields = {f.name: getattr(x, f.name, None) for f in dataclasses.fields(x)}
+        return {"type": type(x).__name__, **to_data(fields, depth + 1)}
+    return f"<{type(x).__name__}>"
+
+
+def _rank() -> int:
+    try:
+        import torch.distributed as dist
+
+        return dist.get_rank() if dist.is_initialized() else -1
+    except Exception:
+        return -1
+
+
+def _save(key: str, entry: dict) -> None:
+    import torch
+
+    if _out is None:
+        return
+    rank = _rank()
+    n = _counts.get((rank, key), 0)
+    if n >= CALLS_PER_PROCESS:
+        return
+    _counts[(rank, key)] = n + 1
+    os.makedirs(_out, exist_ok=True)
+    name = f"{time.monotonic_ns():020d}-{os.getpid()}-{len(_counts)}-{n}.pt"
+    torch.save({"rank": rank, "key": key, **entry}, os.path.join(_out, name))
+
+
+def _convert(value: Any) -> Any:
+    try:  # inside a dispatch mode (a memory tracker), converting must not dispatch to it again
+        from torch.utils._python_dispatch import _disable_current_modes
+
+        with _disable_current_modes():
+            return to_data(value)
+    except ImportError:
+        return to_data(value)
+
+
+# torch.distributed's functions by the family of communication they do: a call records the
+# families it used (variants of one family, such as all_gather and all_gather_into_tensor, count
+# alike; barriers are left out)
+FAMILIES = {
+    "all_reduce": "all_reduce",
+    "reduce_scatter": "reduce_scatter",
+    "reduce_scatter_tensor": "reduce_scatter",
+    "reduce_scatter_single": "reduce_scatter",
+    "all_gather": "all_gather",
+    "all_gather_into_tensor": "all_gather",
+    "all_gather_single": "all_gather",
+    "all_gather_object": "all_gather",
+    "broadcast": "broadcast",
+    "broadcast_object_list": "broadcast",
+    "all_to_all": "all_to_all",
+    "all_to_all_single": "all_to_all",
+    "send": "p2p",
+    "recv": "p2p",
+    "isend": "p2p",
+    "irecv": "p2p",
+    "batch_isend_irecv": "p2p",
+    "reduce": "reduce",
+    "gather": "gather",
+    "scatter": "scatter",
+}
+_active: list[set[str]] = []  # the families used by each recorded call in progress
+
+
+def _count_collectives() -> None:
+    """Wrap torch.distributed's collectives so that a recorded call notes the families it used."""
+    import torch.distributed as dist
+    import torch.distributed.distributed_c10d as c10d
+
+    for name, family in FAMILIES.items():
+        original = getattr(c10d, name, None)
+        if original is None or getattr(original, "_records_family", None):
+            continue
+
+        def counted(*args: Any, _f: Any = original, _family: str = family, **kwargs: Any) -> Any:
+            for used in _active:
+                used.add(_family)
+            return _f(*args, **kwargs)
+
+        counted._records_family = family  # type: ignore[attr-defined]
+        for module in (dist, c10d):
+            if getattr(module, name, None) is original:
+                setattr(module, name, counted)
+
+
+def _call(key: str, args: tuple, kwargs: dict) -> Any:
+    import torch
+
+    used: set[str] = set()
+    _active.append(used)
+    try:
+        result = _originals[key](*args, **kwargs)
+    except BaseException as e:
+        try:
+            _save(key, {"raised": type(e).__name__})
+        except Exception:
+            pass
+        raise
+    finally:
+        _active.remove(used)
+    try:
+        tensors = [a for a in (*args, *kwargs.values()) if isinstance(a, torch.Tensor)]
+        entry = {"returned": _convert(result), "tensors": _convert(tensors)}
+        _save(key, {**entry, "comm": sorted(used)})
+    except Exception:
+        pass
+    return result
+
+
+def _function(module: types.ModuleType, qualname: str) -> tuple[Any, str, Any]:
+    """(owner, attribute name, the plain function) of ``qualname`` in ``module``."""
+    owner: Any = module
+    *path, name = qualname.split(".")
+    for part in path:
+        owner = getattr(owner, part)
+    raw = inspect.getattr_static(owner, name)
+    fn = raw.__func__ if isinstance(raw, (staticmethod, classmethod)) else raw
+    return owner, name, inspect.unwrap(fn)
+
+
+def install(targets: list[str]) -> None:
+    """Wrap each ``module:Qualname`` of ``targets`` so that its calls are recorded."""
+    for target in targets:
+        module_name, qualname = target.split(":")
+        try:
+            module = importlib.import_module(module_name)
+            _, _, fn = _function(module, qualname)
+        except Exception:
+            continue  # a submission that does not import: its tests fail on their own
+        if not isinstance(fn, types.FunctionType) or target in _originals:
+            continue
+        _originals[target] = types.FunctionType(
+            fn.__code__, fn.__globals__, fn.__name__, fn.__defaults__, fn.__closure__
+        )
+        _originals[target].__kwdefaults__ = fn.__kwdefaults__
+        fn.__globals__[_CALL_NAME] = _call
+        scope: dict = {}
+        freevars = fn.__code__.co_freevars
+        # a trampoline with the same free variables (a method using super() has __class__)
+        outer = "\n".join(f"    {v} = None" for v in freevars) or "    pass"
+        touch = "".join(f"        if False:\n            {v}\n" for v in freevars)
+        exec(
+            f"def _outer():\n{outer}\n    def _t(*args, **kwargs):\n{touch}"
+            f"        return {_CALL_NAME}({target!r}, args, kwargs)\n    return _t\n",
+            fn.__globals__ | {"__name__": "record"},
+            scope,
+        )
+        fn.__code__ = scope["_outer"]().__code__
+
+
+def _event(entry: dict) -> None:
+    base = os.environ.get(RECORD_DIR_ENV)
+    if base:
+        with open(os.path.join(base, "events.jsonl"), "a") as f:
+            f.write(json.dumps(entry) + "\n")
+
+
+def pytest_addoption(parser: Any) -> None:
+    """When pytest registers this plugin, before conftest.py and the package bind the names."""
+    try:
+        _count_collectives()
+    except Exception:
+        pass
+
+
+def pytest_configure(config: Any) -> None:
+    install(json.loads(os.environ.get(TARGETS_ENV, "[]")))
+
+
+def pytest_runtest_logstart(nodeid: str, location: Any) -> None:
+    global _out
+    base = os.environ.get(RECORD_DIR_ENV)
+    _out = os.path.join(base, "rec", test_folder(nodeid)) if base else None
+    _counts.clear()
+    _event({"start": nodeid, "at": time.time()})
+
+
+_reported: set[str] = set()
+
+
+def pytest_runtest_logreport(report: Any) -> None:
+    from .grade_report import _cap, _one_line
+
+    if report.nodeid in _reported:
+        return
+    if report.failed:
+        crash = getattr(report.longrepr, "reprcrash", None)
+        reason = _one_line(crash.message if crash is not None else str(report.longrepr))
+        outcome, output = "failed", f"{reason}\n\n{_cap(report.longreprtext)}"
+    elif report.skipped:
+        text = report.longrepr[2] if isinstance(report.longrepr, tuple) else "skipped"
+        outcome, reason, output = "skipped", text.removeprefix("Skipped: "), ""
+    elif report.when == "call":
+        outcome, reason, output = "passed", "", ""
+    else:
+        return
+    _reported.add(report.nodeid)
+    _event({"end": report.nodeid, "outcome": outcome, "reason": reason, "output": output})
