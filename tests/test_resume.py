@@ -4,7 +4,8 @@ uninterrupted steps.
 
 The matrix: ZeRO stages 0-3 (``STAGES``), ``apply_zero3`` with and without ``ignored_params``,
 data parallelism with a torch optimizer, and the 3D recipe; each saved in memory (the full and
-the local state dicts), in the file checkpoints (``save_checkpoint``, full and sharded) and,
+the local state dicts), in the file checkpoints (``save_checkpoint``, full and sharded), as
+torch's own ``state_dict()`` of apply_zero3's pieces and their optimizer (this rank's part) and,
 for data parallelism, through torch's own DCP. In fp64 on the same number of ranks the resumed
 run is bit-identical; where a full state is loaded on another number of ranks (resharding) the
 sums over ranks are taken in another order, so it is within 1e-12. After every load no two
@@ -76,6 +77,8 @@ def _save(kind: str, how: str, model: nn.Module, opt: Any, path: str) -> Any:
         return model.state_dict(), opt.state_dict()
     if how == "local":
         return model.state_dict(), opt.local_state_dict()
+    if how == "torch":  # apply_zero3's pieces and its optimizer's own state: this rank's part
+        return model.state_dict(), opt.state_dict()
     if how == "dcp":  # torch's own checkpointing of a replicated model and optimizer
         model_sd, optim_sd = get_state_dict(model.module, opt)
         dcp.save({"model": model_sd, "optim": optim_sd}, checkpoint_id=path)
@@ -85,7 +88,11 @@ def _save(kind: str, how: str, model: nn.Module, opt: Any, path: str) -> Any:
 
 
 def _load(kind: str, how: str, model: nn.Module, opt: Any, path: str, saved: Any) -> None:
-    if how in ("memory", "local"):
+    if how == "torch":
+        model_sd, optim_sd = saved
+        model.load_state_dict(model_sd)
+        opt.load_state_dict(optim_sd)
+    elif how in ("memory", "local"):
         model_sd, optim_sd = saved
         if hasattr(model, "zero3"):
             model.load_zero3_state_dict(model_sd, optim_sd, opt)
@@ -112,7 +119,7 @@ def _rank(rank: int, world_size: int, kind: str, how: str, phase: str, path: str
     batches = make_batches(VOCAB, GBS, SEQ, 2 * K)
     shared = 0
     if phase == "second":
-        _load(kind, how, model, opt, path, saved[rank] if how == "local" else saved[0])
+        _load(kind, how, model, opt, path, saved[rank] if how in PER_RANK else saved[0])
         live = [t for t in _live_state(model, opt)]
         shared = len(live) - len({id(t) for t in live})  # two parameters, one state tensor
         batches = batches[K:]
@@ -137,13 +144,15 @@ def _rank(rank: int, world_size: int, kind: str, how: str, phase: str, path: str
     return out
 
 
+PER_RANK = ("local", "torch")  # each rank loads what it saved itself
 CASES = [
     (kind, how, saved_on, loaded_on)
     for kind in KINDS
-    for how in ("memory", "file", "local", "file_sharded", "dcp")
+    for how in ("memory", "file", "local", "file_sharded", "dcp", "torch")
     for saved_on, loaded_on in ((2, 2), (2, 3))
     if (how in ("local", "file_sharded")) <= (kind.startswith("zero") and loaded_on == saved_on)
     and (how == "dcp") <= (kind == "ddp")
+    and (how == "torch") <= (kind.startswith("apply_zero3") and loaded_on == saved_on)
 ]
 _WHOLE: dict[tuple[str, int], list] = {}
 
