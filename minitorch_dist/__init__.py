@@ -11,6 +11,7 @@ ARCHITECTURE.md (at the repository's root) has the layering rules and the public
                    cut into pipeline stages (stage) and checkpoint targets (checkpointing)
     printing       rank-ordered printing and seeding
     figures        the figure base (BookFigure, category colours) every topic's plots use
+    display        what the book shows, fitted to its column: tables, a task's signature
     scopes         thread-local scopes shared across packages (a backend's collectives)
     progress       a progress bar, silent under CI, nbval and builds
     grid           ProcessGrid: dp x pp x cp x ep x tp process groups, tp innermost, passed
@@ -38,8 +39,8 @@ ARCHITECTURE.md (at the repository's root) has the layering rules and the public
     course/        the course and book machinery (make, release, grade, answers, the
                    book's Sphinx extensions): nothing a chapter teaches imports it
 
-Modules that moved keep their old names (``minitorch_dist.grade``, ``minitorch_dist.launcher``,
-``python -m minitorch_dist.make``): ``_moved`` lists them.
+Modules that moved keep their old names (``minitorch_dist.grade``, ``python -m
+minitorch_dist.make``) for the commands and notebooks in print: ``_moved`` lists them.
 
 Each topic keeps its figures beside it in a ``plots`` module (``memory.plots``,
 ``precision.plots``, ``comm.plots``, ``recompute.plots``, ``accumulate.plots``) that its package's
@@ -49,44 +50,27 @@ Top-level names are imported lazily, so ``python -m minitorch_dist.make`` runs b
 installed and ``import minitorch_dist`` stays cheap.
 """
 
-from __future__ import annotations
-
-import importlib
-from typing import Any
+from typing import TYPE_CHECKING
 
 from minitorch_dist import _moved
+from minitorch_dist.lazy import attach
 
 __version__ = "0.1.0"
 
-_moved.install()  # the old names of moved modules (minitorch_dist.grade, .launcher, ...)
+_moved.install()  # the old names of moved modules (minitorch_dist.grade, .answers, ...)
 
-# public name -> module that defines it
-_EXPORTS = {
-    "launch": "minitorch_dist.launcher",
-    "torchrun": "minitorch_dist.launcher",
-    "LaunchError": "minitorch_dist.launcher",
-    "RankError": "minitorch_dist.launcher",
-    "RankTimeoutError": "minitorch_dist.launcher",
-    "LlamaConfig": "minitorch_dist.models",
-    "model_state_bytes": "minitorch_dist.memory",
-    "activation_bytes": "minitorch_dist.memory",
-    "collective_bytes": "minitorch_dist.comm",
-    "rank0_print": "minitorch_dist.printing",
-    "ProcessGrid": "minitorch_dist.grid",
-    "GridLayout": "minitorch_dist.grid",
-    "seed_all": "minitorch_dist.printing",
-}
+if TYPE_CHECKING:  # what an editor follows; attach() imports each name on first use
+    from minitorch_dist.comm.cost import collective_bytes
+    from minitorch_dist.grid import GridLayout, ProcessGrid
+    from minitorch_dist.launching.launcher import (
+        LaunchError,
+        RankError,
+        RankTimeoutError,
+        launch,
+        torchrun,
+    )
+    from minitorch_dist.memory.estimate import activation_bytes, model_state_bytes
+    from minitorch_dist.models.configs import LlamaConfig
+    from minitorch_dist.printing import rank0_print, seed_all
 
-__all__ = sorted(_EXPORTS)
-
-
-def __getattr__(name: str) -> Any:
-    if name in _EXPORTS:
-        value = getattr(importlib.import_module(_EXPORTS[name]), name)
-        globals()[name] = value  # cache: the next access skips __getattr__
-        return value
-    raise AttributeError(f"module 'minitorch_dist' has no attribute {name!r}")
-
-
-def __dir__() -> list[str]:
-    return sorted(list(globals()) + __all__)
+__getattr__, __dir__ = attach(__name__)  # __all__: the names imported above

@@ -11,7 +11,10 @@ a parent package is left out: ``import minitorch_dist.memory.estimate`` runs
 from __future__ import annotations
 
 import ast
+import importlib
 from pathlib import Path
+
+import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "minitorch_dist"
 
@@ -97,3 +100,49 @@ def test_no_import_circle_in_the_package() -> None:
     """Catches two modules that import each other, directly or around a longer loop (as
     ``planner.exact`` and ``planner.fit`` once did, one side hiding its import in a function)."""
     assert cycles(import_graph()) == []
+
+
+ROOT = PACKAGE.parent
+PACKAGES = sorted(name for name, path in MODULES.items() if path.name == "__init__.py")
+
+
+def _defined_in(path: Path, name: str) -> bool:
+    """Whether ``name`` is assigned, or a class or function of that name defined, at the top
+    level of ``path`` (not imported there)."""
+    for node in ast.parse(path.read_text(encoding="utf-8")).body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            if node.name == name:
+                return True
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            if any(isinstance(t, ast.Name) and t.id == name for t in targets):
+                return True
+    return False
+
+
+@pytest.mark.parametrize("package", PACKAGES)
+def test_an_editor_resolves_every_public_name_to_its_definition(package: str) -> None:
+    """Catches an ``__init__`` whose exports an editor cannot follow (names kept as strings in a
+    lazy table: go-to-definition on ``from minitorch_dist.zero import ZeroStage2`` landed
+    nowhere): jedi, the engine of IPython's and many editors' completion, resolves every name of
+    the package's ``__all__`` to the file that defines it, which is the ``__init__`` only for a
+    name defined there."""
+    jedi = pytest.importorskip("jedi")
+    names = list(getattr(importlib.import_module(package), "__all__", ()))
+    if not names:
+        pytest.skip(f"{package} exports nothing")
+    code = f"from {package} import (\n" + "".join(f"    {n},\n" for n in names) + ")\n"
+    code += "".join(f"{n}\n" for n in names)
+    script = jedi.Script(code, path=ROOT / "_go_to_definition.py", project=jedi.Project(ROOT))
+    init = MODULES[package]
+    wrong = {}
+    for line, name in enumerate(names, start=len(names) + 3):
+        found = script.goto(line, 0, follow_imports=True)
+        paths = {d.module_path for d in found}
+        if not found or None in paths:
+            wrong[name] = "unresolved"
+        elif paths == {init} and not _defined_in(init, name):
+            wrong[name] = "the __init__, which only imports it"
+        elif not all(p is not None and PACKAGE in Path(p).parents for p in paths):
+            wrong[name] = f"outside the package: {sorted(map(str, paths))}"
+    assert not wrong, f"{package}: go-to-definition lands on {wrong}"

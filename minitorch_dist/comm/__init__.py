@@ -9,40 +9,22 @@ their collectives with :func:`minitorch_dist.scopes.backend_scope`, a leaf, so t
 can leave gloo's own buffers out.
 """
 
+from typing import TYPE_CHECKING
+
 from minitorch_dist.lazy import attach
 
-_EXPORTS = {  # module -> the names it provides, imported on first use (minitorch_dist.lazy)
-    ".cost": (
-        "RING_OPS",
-        "algorithm_bandwidth",
-        "bus_bandwidth",
-        "collective_bytes",
-        "collective_time",
-        "multi_node_ring_bandwidth",
-    ),
-    ".collectives": ("all_gather_copy", "all_reduce_copy", "reduce_scatter_copy", "split_copy"),
-    ".counting": ("Call", "CommCounter"),
-    ".groups": ("group_rank", "group_size"),
-    ".shim": ("all_gather_into_tensor", "reduce_scatter_tensor"),
-}
+if TYPE_CHECKING:  # what an editor follows; attach() imports each name on first use
+    from .collectives import all_gather_copy, all_reduce_copy, reduce_scatter_copy, split_copy
+    from .cost import (
+        RING_OPS,
+        algorithm_bandwidth,
+        bus_bandwidth,
+        collective_bytes,
+        collective_time,
+        multi_node_ring_bandwidth,
+    )
+    from .counting import Call, CommCounter
+    from .groups import group_rank, group_size
+    from .shim import all_gather_into_tensor, reduce_scatter_tensor
 
-__all__ = [
-    "RING_OPS",
-    "Call",
-    "CommCounter",
-    "algorithm_bandwidth",
-    "all_gather_copy",
-    "all_gather_into_tensor",
-    "all_reduce_copy",
-    "bus_bandwidth",
-    "collective_bytes",
-    "collective_time",
-    "group_rank",
-    "group_size",
-    "multi_node_ring_bandwidth",
-    "reduce_scatter_copy",
-    "reduce_scatter_tensor",
-    "split_copy",
-]
-
-__getattr__, __dir__ = attach(__name__, _EXPORTS, __all__)
+__getattr__, __dir__ = attach(__name__)  # __all__: the names imported above

@@ -13,97 +13,51 @@ formulas), ``model`` (the tiny Llama with context parallelism, against the refer
 ``minitorch_dist.context_parallel.plots`` (not imported here).
 """
 
+from typing import TYPE_CHECKING
+
 from minitorch_dist.lazy import attach
 
-_EXPORTS = {  # module -> the names it provides, imported on first use (minitorch_dist.lazy)
-    ".alternatives": ("allgather_attention", "ulysses_attention"),
-    ".blocks": ("block_attention", "block_attention_backward", "merge_partials"),
-    ".cost": (
-        "allgather_attention_bytes",
-        "allgather_bytes_per_rank",
-        "causal_work",
-        "hidden",
-        "hybrid_attention_bytes",
-        "hybrid_cp_bytes",
-        "min_tokens_per_rank",
-        "overlap_fraction",
-        "ring_attention_bytes",
-        "ring_bytes_per_rank",
-        "ring_step_times",
-        "ulysses_attention_bytes",
-        "ulysses_bytes_per_rank",
-        "work_imbalance",
-    ),
-    ".work": ("WorkCounter",),
-    ".hybrid": ("HybridGroups", "hybrid_attention", "hybrid_groups", "hybrid_order"),
-    ".chunks": ("LAYOUTS", "chunk_ids"),
-    ".layout": ("shard_positions", "shard_sequence", "unshard_sequence"),
-    ".model": (
-        "ContextParallelCore",
-        "ContextParallelLlama",
-        "LayoutShard",
-        "ShardPositions",
-        "apply_context_parallel",
-        "average_grads",
-        "cp_split",
-    ),
-    ".ring": (
-        "RingAttention",
-        "RingComm",
-        "block_plan",
-        "pieces_of",
-        "register_plan_hook",
-        "ring_attention",
-        "ring_attention_backward",
-        "ring_attention_forward",
-    ),
-}
+if TYPE_CHECKING:  # what an editor follows; attach() imports each name on first use
+    from .alternatives import allgather_attention, ulysses_attention
+    from .blocks import block_attention, block_attention_backward, merge_partials
+    from .chunks import LAYOUTS, chunk_ids
+    from .cost import (
+        allgather_attention_bytes,
+        allgather_bytes_per_rank,
+        causal_work,
+        hidden,
+        hybrid_attention_bytes,
+        hybrid_cp_bytes,
+        min_tokens_per_rank,
+        overlap_fraction,
+        ring_attention_bytes,
+        ring_bytes_per_rank,
+        ring_step_times,
+        ulysses_attention_bytes,
+        ulysses_bytes_per_rank,
+        work_imbalance,
+    )
+    from .hybrid import HybridGroups, hybrid_attention, hybrid_groups, hybrid_order
+    from .layout import shard_positions, shard_sequence, unshard_sequence
+    from .model import (
+        ContextParallelCore,
+        ContextParallelLlama,
+        LayoutShard,
+        ShardPositions,
+        apply_context_parallel,
+        average_grads,
+        cp_split,
+    )
+    from .ring import (
+        RingAttention,
+        RingComm,
+        block_plan,
+        pieces_of,
+        register_plan_hook,
+        ring_attention,
+        ring_attention_backward,
+        ring_attention_forward,
+    )
+    from .work import WorkCounter
 
-__all__ = [
-    "ContextParallelCore",
-    "ContextParallelLlama",
-    "HybridGroups",
-    "LAYOUTS",
-    "LayoutShard",
-    "ShardPositions",
-    "RingAttention",
-    "RingComm",
-    "WorkCounter",
-    "allgather_attention",
-    "allgather_attention_bytes",
-    "allgather_bytes_per_rank",
-    "apply_context_parallel",
-    "average_grads",
-    "block_attention",
-    "block_attention_backward",
-    "block_plan",
-    "causal_work",
-    "chunk_ids",
-    "cp_split",
-    "hidden",
-    "hybrid_attention",
-    "hybrid_attention_bytes",
-    "hybrid_cp_bytes",
-    "hybrid_groups",
-    "hybrid_order",
-    "merge_partials",
-    "min_tokens_per_rank",
-    "overlap_fraction",
-    "pieces_of",
-    "register_plan_hook",
-    "ring_attention",
-    "ring_attention_backward",
-    "ring_attention_bytes",
-    "ring_attention_forward",
-    "ring_bytes_per_rank",
-    "ring_step_times",
-    "shard_positions",
-    "shard_sequence",
-    "ulysses_attention",
-    "ulysses_attention_bytes",
-    "ulysses_bytes_per_rank",
-    "unshard_sequence",
-    "work_imbalance",
-]
-
-__getattr__, __dir__ = attach(__name__, _EXPORTS, __all__)
+__getattr__, __dir__ = attach(__name__)  # __all__: the names imported above

@@ -12,42 +12,21 @@ imbalance per step). The figures live in
 parallel code, is ``minitorch_dist.models.moe``.
 """
 
+from typing import TYPE_CHECKING
+
 from minitorch_dist.lazy import attach
 
-_EXPORTS = {  # module -> the names it provides, imported on first use (minitorch_dist.lazy)
-    ".capacity": ("apply_capacity", "expert_capacity"),
-    ".cost": (
-        "ALL_TO_ALLS_PER_STEP",
-        "all_to_all_bytes",
-        "all_to_alls_per_step",
-        "capacity_buffer_bytes",
-        "ep_step_bytes",
-    ),
-    ".dispatch": ("AllToAll", "check_splits", "combine", "dispatch", "exchange_counts"),
-    ".layer": ("DISPATCH_MODES", "ExpertParallelMoE", "apply_expert_parallel", "local_experts"),
-    ".router": ("LOSS_STYLES", "load_balancing_loss", "top_k_route"),
-}
+if TYPE_CHECKING:  # what an editor follows; attach() imports each name on first use
+    from .capacity import apply_capacity, expert_capacity
+    from .cost import (
+        ALL_TO_ALLS_PER_STEP,
+        all_to_all_bytes,
+        all_to_alls_per_step,
+        capacity_buffer_bytes,
+        ep_step_bytes,
+    )
+    from .dispatch import AllToAll, check_splits, combine, dispatch, exchange_counts
+    from .layer import DISPATCH_MODES, ExpertParallelMoE, apply_expert_parallel, local_experts
+    from .router import LOSS_STYLES, load_balancing_loss, top_k_route
 
-__all__ = [
-    "ALL_TO_ALLS_PER_STEP",
-    "all_to_alls_per_step",
-    "DISPATCH_MODES",
-    "LOSS_STYLES",
-    "AllToAll",
-    "ExpertParallelMoE",
-    "all_to_all_bytes",
-    "apply_capacity",
-    "apply_expert_parallel",
-    "capacity_buffer_bytes",
-    "check_splits",
-    "combine",
-    "dispatch",
-    "ep_step_bytes",
-    "exchange_counts",
-    "expert_capacity",
-    "load_balancing_loss",
-    "local_experts",
-    "top_k_route",
-]
-
-__getattr__, __dir__ = attach(__name__, _EXPORTS, __all__)
+__getattr__, __dir__ = attach(__name__)  # __all__: the names imported above

@@ -9,48 +9,26 @@ allocating its memory. ``plots`` draws chapter 1's figures from these numbers; i
 here, so ``import minitorch_dist.memory`` does not import matplotlib.
 """
 
+from typing import TYPE_CHECKING
+
 from minitorch_dist.lazy import attach
 
-_EXPORTS = {  # module -> the names it provides, imported on first use (minitorch_dist.lazy)
-    ".estimate": (
-        "OPTIMIZERS",
-        "RECIPES",
-        "RECOMPUTE",
-        "activation_bytes",
-        "bytes_per_param",
-        "format_bytes",
-        "llama_activation_breakdown",
-        "llama_activation_bytes",
-        "model_state_bytes",
-    ),
-    ".fake": ("measure_step_fake",),
-    ".peak": ("PEAK_MOMENTS", "predict_peak"),
-    ".peers": ("PEERS", "peer_model_state_bytes"),
-    ".prediction": ("ACTIVATION_DTYPE_BYTES", "predict"),
-    ".track": ("CATEGORIES", "PHASES", "MemoryTracker", "measure_step"),
-}
+if TYPE_CHECKING:  # what an editor follows; attach() imports each name on first use
+    from .estimate import (
+        OPTIMIZERS,
+        RECIPES,
+        RECOMPUTE,
+        activation_bytes,
+        bytes_per_param,
+        format_bytes,
+        llama_activation_breakdown,
+        llama_activation_bytes,
+        model_state_bytes,
+    )
+    from .fake import measure_step_fake
+    from .peak import PEAK_MOMENTS, predict_peak
+    from .peers import PEERS, peer_model_state_bytes
+    from .prediction import ACTIVATION_DTYPE_BYTES, predict
+    from .track import CATEGORIES, PHASES, MemoryTracker, measure_step
 
-__all__ = [
-    "ACTIVATION_DTYPE_BYTES",
-    "CATEGORIES",
-    "OPTIMIZERS",
-    "PEAK_MOMENTS",
-    "PEERS",
-    "PHASES",
-    "RECIPES",
-    "RECOMPUTE",
-    "MemoryTracker",
-    "activation_bytes",
-    "bytes_per_param",
-    "format_bytes",
-    "llama_activation_breakdown",
-    "llama_activation_bytes",
-    "measure_step",
-    "measure_step_fake",
-    "model_state_bytes",
-    "peer_model_state_bytes",
-    "predict",
-    "predict_peak",
-]
-
-__getattr__, __dir__ = attach(__name__, _EXPORTS, __all__)
+__getattr__, __dir__ = attach(__name__)  # __all__: the names imported above

@@ -5,65 +5,35 @@ cuts a Llama into pipeline stages (:class:`LlamaStage`) that share its submodule
 :func:`use_moe` swaps into the tiny Llama; it routes with :mod:`~minitorch_dist.models.routing`
 (lab 10's top-k router, load-balancing loss and capacity)."""
 
+from typing import TYPE_CHECKING
+
 from minitorch_dist.lazy import attach
 
-_EXPORTS = {  # module -> the names it provides, imported on first use (minitorch_dist.lazy)
-    ".configs": ("PRESETS", "LlamaConfig", "padded_vocab_size", "preset_names", "split_layers"),
-    ".data": ("SyntheticTokens", "markov_entropy", "synthetic_batch"),
-    ".llama": (
-        "Attention",
-        "AttentionCore",
-        "Block",
-        "Llama",
-        "RMSNorm",
-        "SwiGLU",
-        "apply_rope",
-        "cross_entropy",
-        "rope_for",
-        "rope_tables",
-    ),
-    ".moe": (
-        "MOE_PRESETS",
-        "MoEBlock",
-        "MoEConfig",
-        "moe_active_params",
-        "moe_num_params",
-        "moe_params_per_rank",
-        "moe_preset",
-        "use_moe",
-    ),
-    ".stage": ("LlamaStage", "split_model"),
-}
+if TYPE_CHECKING:  # what an editor follows; attach() imports each name on first use
+    from .configs import PRESETS, LlamaConfig, padded_vocab_size, preset_names, split_layers
+    from .data import SyntheticTokens, markov_entropy, synthetic_batch
+    from .llama import (
+        Attention,
+        AttentionCore,
+        Block,
+        Llama,
+        RMSNorm,
+        SwiGLU,
+        apply_rope,
+        cross_entropy,
+        rope_for,
+        rope_tables,
+    )
+    from .moe import (
+        MOE_PRESETS,
+        MoEBlock,
+        MoEConfig,
+        moe_active_params,
+        moe_num_params,
+        moe_params_per_rank,
+        moe_preset,
+        use_moe,
+    )
+    from .stage import LlamaStage, split_model
 
-__all__ = [
-    "MOE_PRESETS",
-    "PRESETS",
-    "Attention",
-    "AttentionCore",
-    "Block",
-    "Llama",
-    "LlamaConfig",
-    "LlamaStage",
-    "MoEBlock",
-    "MoEConfig",
-    "RMSNorm",
-    "SwiGLU",
-    "SyntheticTokens",
-    "apply_rope",
-    "cross_entropy",
-    "markov_entropy",
-    "moe_active_params",
-    "moe_num_params",
-    "moe_params_per_rank",
-    "moe_preset",
-    "padded_vocab_size",
-    "preset_names",
-    "rope_for",
-    "rope_tables",
-    "split_layers",
-    "split_model",
-    "synthetic_batch",
-    "use_moe",
-]
-
-__getattr__, __dir__ = attach(__name__, _EXPORTS, __all__)
+__getattr__, __dir__ = attach(__name__)  # __all__: the names imported above

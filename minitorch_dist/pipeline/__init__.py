@@ -16,61 +16,27 @@ Names beyond the chapter-9 API contract of the README (none renamed): ``bubble_s
 ``minitorch_dist.pipeline.plots`` (not imported here: the numbers stay free of matplotlib).
 """
 
+from typing import TYPE_CHECKING
+
 from minitorch_dist.lazy import attach
 
-_EXPORTS = {  # module -> the names it provides, imported on first use (minitorch_dist.lazy)
-    "minitorch_dist.models.configs": ("split_layers",),
-    ".cost": ("bubble_fraction", "bubble_share", "first_stage_activation_factor", "p2p_bytes"),
-    ".build": (
-        "Pipeline",
-        "apply_pipeline_parallel",
-        "build_stage",
-        "micro_batch_list",
-        "stage_parameters",
-    ),
-    ".measure": ("DEEP", "TINY", "compare_with_reference", "count_pp_bytes", "run_pipeline"),
-    ".record": ("PipelineRun", "RunObserver", "RunRecorder"),
-    ".runtime": ("logical_events", "run_schedule", "wall_events"),
-    ".schedules": ("KINDS", "Action", "Schedule", "check_schedule", "make_schedule"),
-    ".sends": ("SendLedger",),
-    ".simulate": ("ScheduleDeadlock", "SimResult", "simulate"),
-    ".stage": ("Message", "PipelineStage", "message_tag"),
-}
+if TYPE_CHECKING:  # what an editor follows; attach() imports each name on first use
+    from minitorch_dist.models.configs import split_layers
 
-__all__ = [
-    "DEEP",
-    "KINDS",
-    "TINY",
-    "Action",
-    "Message",
-    "Pipeline",
-    "PipelineRun",
-    "PipelineStage",
-    "RunObserver",
-    "RunRecorder",
-    "Schedule",
-    "ScheduleDeadlock",
-    "SendLedger",
-    "SimResult",
-    "apply_pipeline_parallel",
-    "bubble_fraction",
-    "bubble_share",
-    "build_stage",
-    "check_schedule",
-    "compare_with_reference",
-    "count_pp_bytes",
-    "first_stage_activation_factor",
-    "logical_events",
-    "make_schedule",
-    "message_tag",
-    "micro_batch_list",
-    "p2p_bytes",
-    "run_pipeline",
-    "run_schedule",
-    "simulate",
-    "split_layers",
-    "stage_parameters",
-    "wall_events",
-]
+    from .build import (
+        Pipeline,
+        apply_pipeline_parallel,
+        build_stage,
+        micro_batch_list,
+        stage_parameters,
+    )
+    from .cost import bubble_fraction, bubble_share, first_stage_activation_factor, p2p_bytes
+    from .measure import DEEP, TINY, compare_with_reference, count_pp_bytes, run_pipeline
+    from .record import PipelineRun, RunObserver, RunRecorder
+    from .runtime import logical_events, run_schedule, wall_events
+    from .schedules import KINDS, Action, Schedule, check_schedule, make_schedule
+    from .sends import SendLedger
+    from .simulate import ScheduleDeadlock, SimResult, simulate
+    from .stage import Message, PipelineStage, message_tag
 
-__getattr__, __dir__ = attach(__name__, _EXPORTS, __all__)
+__getattr__, __dir__ = attach(__name__)  # __all__: the names imported above

@@ -14,79 +14,28 @@ activations it has an exact count of what the package's own code stores (:mod:`.
 (:mod:`.vs_code`, ``benchmarks/planner_vs_code.py``).
 """
 
+from typing import TYPE_CHECKING
+
 from minitorch_dist.lazy import attach
 
-_EXPORTS = {  # module -> the names it provides, imported on first use (minitorch_dist.lazy)
-    ".cluster": ("CLUSTER_PRESETS", "Cluster", "Link"),
-    ".config": ("RECOMPUTE", "ParallelConfig", "in_flight", "micro_batches", "strides", "validate"),
-    ".cost": ("StepTime", "comm_bytes", "step_time"),
-    ".exact": ("exact_activation_bytes", "exact_rank_memory"),
-    ".fit": ("ACTIVATIONS", "fits", "peak_memory", "rank_memory"),
-    ".hsdp": ("hsdp_comm_bytes", "replica_all_reduce_bytes"),
-    ".model": ("PlannerModel", "as_model"),
-    ".published": (
-        "PUBLISHED",
-        "Published",
-        "Verdict",
-        "comparable_tflops",
-        "completions",
-        "evaluate_published",
-        "gpt_standin",
-        "recorded_verdict",
-    ),
-    ".search": (
-        "Choice",
-        "Plan",
-        "Row",
-        "batch_warning",
-        "choose",
-        "divisors",
-        "layouts",
-        "plan",
-        "rank",
-    ),
-}
+if TYPE_CHECKING:  # what an editor follows; attach() imports each name on first use
+    from .cluster import CLUSTER_PRESETS, Cluster, Link
+    from .config import RECOMPUTE, ParallelConfig, in_flight, micro_batches, strides, validate
+    from .cost import StepTime, comm_bytes, step_time
+    from .exact import exact_activation_bytes, exact_rank_memory
+    from .fit import ACTIVATIONS, fits, peak_memory, rank_memory
+    from .hsdp import hsdp_comm_bytes, replica_all_reduce_bytes
+    from .model import PlannerModel, as_model
+    from .published import (
+        PUBLISHED,
+        Published,
+        Verdict,
+        comparable_tflops,
+        completions,
+        evaluate_published,
+        gpt_standin,
+        recorded_verdict,
+    )
+    from .search import Choice, Plan, Row, batch_warning, choose, divisors, layouts, plan, rank
 
-__all__ = [
-    "ACTIVATIONS",
-    "exact_activation_bytes",
-    "exact_rank_memory",
-    "CLUSTER_PRESETS",
-    "PUBLISHED",
-    "Published",
-    "Verdict",
-    "comparable_tflops",
-    "completions",
-    "evaluate_published",
-    "gpt_standin",
-    "recorded_verdict",
-    "Choice",
-    "Plan",
-    "Row",
-    "batch_warning",
-    "choose",
-    "hsdp_comm_bytes",
-    "replica_all_reduce_bytes",
-    "divisors",
-    "layouts",
-    "plan",
-    "rank",
-    "RECOMPUTE",
-    "Cluster",
-    "Link",
-    "ParallelConfig",
-    "PlannerModel",
-    "StepTime",
-    "as_model",
-    "comm_bytes",
-    "fits",
-    "in_flight",
-    "micro_batches",
-    "peak_memory",
-    "rank_memory",
-    "step_time",
-    "strides",
-    "validate",
-]
-
-__getattr__, __dir__ = attach(__name__, _EXPORTS, __all__)
+__getattr__, __dir__ = attach(__name__)  # __all__: the names imported above

@@ -29,88 +29,50 @@ Names beyond the chapter-7 API contract of the README (none of them renames a co
   for dropout, the same outside the regions and per rank inside (our Llama has no dropout).
 """
 
+from typing import TYPE_CHECKING
+
 from minitorch_dist.lazy import attach
 
-_EXPORTS = {  # module -> the names it provides, imported on first use (minitorch_dist.lazy)
-    "minitorch_dist.models.configs": ("padded_vocab_size",),
-    ".cost": (
-        "kv_heads_per_rank",
-        "tp_activation_breakdown",
-        "tp_activation_bytes",
-        "tp_bytes",
-        "tp_comm_bytes",
-    ),
-    ".functions": (
-        "CopyToTP",
-        "GatherFromSP",
-        "ReduceFromTP",
-        "ReduceScatterToSP",
-        "ScatterToSP",
-        "copy_to_tp",
-        "gather_from_sp",
-        "reduce_from_tp",
-        "reduce_scatter_to_sp",
-        "scatter_to_sp",
-    ),
-    ".layers": ("ColumnParallelLinear", "RowParallelLinear"),
-    ".measure": ("compare_with_reference", "count_tp_bytes", "measure_tp_activations"),
-    ".model": (
-        "apply_tensor_parallel",
-        "check_tp_config",
-        "parallelize_block",
-        "tp_group_of",
-        "tp_loss_fn",
-        "tp_shards",
-    ),
-    ".overlap": ("collective_matmul", "tp_backward_timeline"),
-    ".rng": ("tp_generators",),
-    ".sequence": ("reduce_norm_grads", "save_shard_regather", "sequence_parallel_norms"),
-    ".vocab": (
-        "VocabParallelCrossEntropy",
-        "VocabParallelEmbedding",
-        "vocab_parallel_cross_entropy",
-        "vocab_parallel_head",
-    ),
-}
+if TYPE_CHECKING:  # what an editor follows; attach() imports each name on first use
+    from minitorch_dist.models.configs import padded_vocab_size
 
-__all__ = [
-    "ColumnParallelLinear",
-    "CopyToTP",
-    "GatherFromSP",
-    "ReduceFromTP",
-    "ReduceScatterToSP",
-    "RowParallelLinear",
-    "ScatterToSP",
-    "VocabParallelCrossEntropy",
-    "VocabParallelEmbedding",
-    "apply_tensor_parallel",
-    "check_tp_config",
-    "collective_matmul",
-    "compare_with_reference",
-    "copy_to_tp",
-    "count_tp_bytes",
-    "gather_from_sp",
-    "kv_heads_per_rank",
-    "measure_tp_activations",
-    "padded_vocab_size",
-    "parallelize_block",
-    "reduce_from_tp",
-    "reduce_norm_grads",
-    "reduce_scatter_to_sp",
-    "save_shard_regather",
-    "scatter_to_sp",
-    "sequence_parallel_norms",
-    "tp_activation_breakdown",
-    "tp_activation_bytes",
-    "tp_backward_timeline",
-    "tp_bytes",
-    "tp_comm_bytes",
-    "tp_generators",
-    "tp_group_of",
-    "tp_loss_fn",
-    "tp_shards",
-    "vocab_parallel_cross_entropy",
-    "vocab_parallel_head",
-]
+    from .cost import (
+        kv_heads_per_rank,
+        tp_activation_breakdown,
+        tp_activation_bytes,
+        tp_bytes,
+        tp_comm_bytes,
+    )
+    from .functions import (
+        CopyToTP,
+        GatherFromSP,
+        ReduceFromTP,
+        ReduceScatterToSP,
+        ScatterToSP,
+        copy_to_tp,
+        gather_from_sp,
+        reduce_from_tp,
+        reduce_scatter_to_sp,
+        scatter_to_sp,
+    )
+    from .layers import ColumnParallelLinear, RowParallelLinear
+    from .measure import compare_with_reference, count_tp_bytes, measure_tp_activations
+    from .model import (
+        apply_tensor_parallel,
+        check_tp_config,
+        parallelize_block,
+        tp_group_of,
+        tp_loss_fn,
+        tp_shards,
+    )
+    from .overlap import collective_matmul, tp_backward_timeline
+    from .rng import tp_generators
+    from .sequence import reduce_norm_grads, save_shard_regather, sequence_parallel_norms
+    from .vocab import (
+        VocabParallelCrossEntropy,
+        VocabParallelEmbedding,
+        vocab_parallel_cross_entropy,
+        vocab_parallel_head,
+    )
 
-__getattr__, __dir__ = attach(__name__, _EXPORTS, __all__)
+__getattr__, __dir__ = attach(__name__)  # __all__: the names imported above

@@ -13,22 +13,13 @@ Names are imported on first use (:mod:`minitorch_dist.lazy`): a module of ``viz`
 the arithmetic layer (:mod:`minitorch_dist.arithmetic`) loads no widget and no matplotlib.
 """
 
+from typing import TYPE_CHECKING
+
 from minitorch_dist.lazy import attach
 
-_EXPORTS = {  # module -> the names it provides, imported on first use (minitorch_dist.lazy)
-    ".live": ("live_result",),
-    ".planner_widget": ("PlannerWidget", "planner_widget", "render_config"),
-    ".predictor": ("MemoryPredictor", "memory_predictor", "render_prediction"),
-}
+if TYPE_CHECKING:  # what an editor follows; attach() imports each name on first use
+    from .live import live_result
+    from .planner_widget import PlannerWidget, planner_widget, render_config
+    from .predictor import MemoryPredictor, memory_predictor, render_prediction
 
-__all__ = [
-    "MemoryPredictor",
-    "PlannerWidget",
-    "live_result",
-    "memory_predictor",
-    "planner_widget",
-    "render_config",
-    "render_prediction",
-]
-
-__getattr__, __dir__ = attach(__name__, _EXPORTS, __all__)
+__getattr__, __dir__ = attach(__name__)  # __all__: the names imported above

@@ -25,48 +25,21 @@ optimizer shaped like torch's ``ZeroRedundancyOptimizer`` (any ``torch.optim`` c
     opt = zero_optimizer(model, stage=3, lr=1e-3)      # stage 3 wraps the module
 """
 
+from typing import TYPE_CHECKING
+
 from minitorch_dist.lazy import attach
 
-_EXPORTS = {  # module -> the names it provides, imported on first use (minitorch_dist.lazy)
-    ".base": ("ZeroOptimizer",),
-    ".clip": ("clip_grad_norm_", "grad_norm"),
-    ".cost": ("zero_comm_bytes",),
-    ".offload": ("CpuOffloadAdam",),
-    ".sharding": (
-        "FlatUnit",
-        "build_units",
-        "default_unit_modules",
-        "shard_numel",
-        "storage_bytes",
-    ),
-    ".stage0": ("ZeroStage0",),
-    ".stage1": ("ZeroStage1",),
-    ".stage2": ("ZeroStage2",),
-    ".stage3": ("ZeroStage3",),
-    ".stages": ("STAGES", "zero_optimizer"),
-    ".transform": ("MixedPrecision", "Zero3Module", "apply_zero3"),
-}
+if TYPE_CHECKING:  # what an editor follows; attach() imports each name on first use
+    from .base import ZeroOptimizer
+    from .clip import clip_grad_norm_, grad_norm
+    from .cost import zero_comm_bytes
+    from .offload import CpuOffloadAdam
+    from .sharding import FlatUnit, build_units, default_unit_modules, shard_numel, storage_bytes
+    from .stage0 import ZeroStage0
+    from .stage1 import ZeroStage1
+    from .stage2 import ZeroStage2
+    from .stage3 import ZeroStage3
+    from .stages import STAGES, zero_optimizer
+    from .transform import MixedPrecision, Zero3Module, apply_zero3
 
-__all__ = [
-    "STAGES",
-    "CpuOffloadAdam",
-    "FlatUnit",
-    "MixedPrecision",
-    "ZeroOptimizer",
-    "ZeroStage0",
-    "ZeroStage1",
-    "ZeroStage2",
-    "ZeroStage3",
-    "Zero3Module",
-    "apply_zero3",
-    "build_units",
-    "clip_grad_norm_",
-    "default_unit_modules",
-    "grad_norm",
-    "shard_numel",
-    "storage_bytes",
-    "zero_comm_bytes",
-    "zero_optimizer",
-]
-
-__getattr__, __dir__ = attach(__name__, _EXPORTS, __all__)
+__getattr__, __dir__ = attach(__name__)  # __all__: the names imported above
