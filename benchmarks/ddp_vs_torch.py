@@ -27,7 +27,7 @@ from common import add_model_args, config_from_args, emit
 
 from minitorch_dist.comm import collective_bytes
 from minitorch_dist.data_parallel.speed import VARIANTS, compare_variants
-from minitorch_dist.launcher import launch, torchrun, under_torchrun
+from minitorch_dist.launching.launcher import launch, torchrun, under_torchrun
 from minitorch_dist.models import LlamaConfig
 
 GOAL = 1.15  # bucketed / torch DDP step time

@@ -27,7 +27,7 @@ from minitorch_dist.comm import (
     collective_bytes,
     reduce_scatter_tensor,
 )
-from minitorch_dist.launcher import torchrun
+from minitorch_dist.launching.launcher import torchrun
 
 
 def work(rank: int, world_size: int, numel: int) -> dict:

@@ -50,7 +50,7 @@ import torch.distributed as dist
 from common import add_model_args, config_from_args, emit
 
 from minitorch_dist.comm import CommCounter
-from minitorch_dist.launcher import launch, torchrun, under_torchrun
+from minitorch_dist.launching.launcher import launch, torchrun, under_torchrun
 from minitorch_dist.memory import format_bytes
 from minitorch_dist.memory.track import MemoryTracker
 from minitorch_dist.models import Llama, LlamaConfig, cross_entropy, split_model

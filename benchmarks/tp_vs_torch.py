@@ -39,7 +39,7 @@ from common import add_model_args, config_from_args, emit
 
 from minitorch_dist.comm import CommCounter, collective_bytes
 from minitorch_dist.comm.counting import Call
-from minitorch_dist.launcher import launch, torchrun, under_torchrun
+from minitorch_dist.launching.launcher import launch, torchrun, under_torchrun
 from minitorch_dist.models import Block, Llama, LlamaConfig, cross_entropy, rope_for
 from minitorch_dist.reference import make_batches
 from minitorch_dist.tensor_parallel import (

@@ -16,7 +16,7 @@ import torch.distributed as dist
 from minitorch_dist import launch
 from minitorch_dist.comm import CommCounter, collective_bytes
 from minitorch_dist.comm.halves import all_reduce_by_halves
-from minitorch_dist.launcher import RankError, RankTimeoutError
+from minitorch_dist.launching.launcher import RankError, RankTimeoutError
 
 
 def _rank_tensor(rank: int, world_size: int) -> torch.Tensor:

@@ -57,7 +57,7 @@ def test_lab_ex4_bias_chooses_probabilities_weigh():
     renormalised, 0.4 and 0.6 -- through the package's BiasedRouter (chapter 10)."""
     import torch
 
-    from minitorch_dist.answers import check_answer
+    from minitorch_dist.course.answers import check_answer
     from minitorch_dist.models.moe_bias import BiasedRouter
 
     router = BiasedRouter(4, 4, 2).double()

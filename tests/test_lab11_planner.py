@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import pytest
 
-from minitorch_dist.flops import flops_per_token
 from minitorch_dist.memory import activation_bytes
+from minitorch_dist.memory.flops import flops_per_token
 from minitorch_dist.pipeline import p2p_bytes
 from minitorch_dist.planner import (
     Cluster,

@@ -8,11 +8,11 @@ import re
 import pytest
 import torch
 
+from minitorch_dist.course.results import result_path
 from minitorch_dist.memory import llama_activation_bytes, measure_step, predict, predict_peak
 from minitorch_dist.models import Llama, LlamaConfig
 from minitorch_dist.models.checkpointing import apply_torch_checkpointing
 from minitorch_dist.models.data import synthetic_batch
-from minitorch_dist.results import result_path
 
 TINY = LlamaConfig.from_preset("tiny")
 WIDE = dataclasses.replace(TINY, hidden=128, ffn_hidden=352, vocab_size=64, layers=3)

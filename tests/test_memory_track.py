@@ -310,7 +310,7 @@ def test_collective_buffers_are_not_counted() -> None:
     """Catches the tracker adopting gloo's own copy of a reduce-scatter's input (freed by gloo's
     worker thread at a moment that varies from run to run, so peaks flickered): during an
     in-place reduce-scatter, "other" holds exactly the tensor handed to it."""
-    from minitorch_dist.launcher import launch
+    from minitorch_dist.launching.launcher import launch
 
     for seen, handed in launch(_tracked_bytes_during_reduce_scatter, 2):
         assert seen == handed, (seen, handed)

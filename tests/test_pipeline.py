@@ -21,7 +21,7 @@ import pytest
 import torch
 
 from minitorch_dist import launch
-from minitorch_dist.launcher import RankError
+from minitorch_dist.launching.launcher import RankError
 from minitorch_dist.models import Llama
 from minitorch_dist.pipeline import (
     DEEP,
@@ -177,11 +177,12 @@ def test_schedule_matches_one_process(kind, pp, m, v):
 
 @pytest.mark.lab09
 @pytest.mark.task("lab09.2")
-@pytest.mark.parametrize(("pp", "m"), [(4, 8), (4, 2), (2, 1)])
+@pytest.mark.parametrize(("pp", "m"), [(4, 8), (4, 2), (2, 1), (5, 9), (3, 5)])
 def test_1f1b_lists_and_measured_peak(pp, m):
     """Catches a warm-up off by one (p - r forwards, or p - r - 2): the lists equal 1F1B's
-    stored in tests/fixtures/schedules.json, and the runtime measures min(p - r, m) micro-batches alive on
-    rank r."""
+    stored in tests/fixtures/schedules.json where stored (not for (5, 9) and (3, 5), so a table
+    of the stored lists is no schedule), and the runtime measures min(p - r, m) micro-batches
+    alive on rank r."""
     schedule = make_schedule("1f1b", pp, m)
     for r, actions in enumerate(schedule.actions):
         first_b = next(i for i, a in enumerate(actions) if a.op == "B")
@@ -190,7 +191,8 @@ def test_1f1b_lists_and_measured_peak(pp, m):
             f"{min(pp - r, m)}: 1F1B's warm-up forwards are p - r - 1 (at most m), then one "
             "F/B pair at a time"
         )
-    assert schedule.actions == one_f_one_b(pp, m).actions
+    if f"{pp},{m}" in _SCHEDULES["1f1b"]:
+        assert schedule.actions == one_f_one_b(pp, m).actions
     results, _ = run_pipeline(pp, schedule, m)
     assert [r["run"].peak_in_flight for r in results] == [min(pp - r, m) for r in range(pp)]
 

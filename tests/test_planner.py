@@ -17,8 +17,8 @@ import pytest
 from minitorch_dist.comm import multi_node_ring_bandwidth
 from minitorch_dist.context_parallel.cost import ring_bytes_per_rank
 from minitorch_dist.expert_parallel import all_to_all_bytes, ep_step_bytes
-from minitorch_dist.flops import flops_per_token
 from minitorch_dist.memory import activation_bytes, model_state_bytes
+from minitorch_dist.memory.flops import flops_per_token
 from minitorch_dist.models import LlamaConfig, split_layers
 from minitorch_dist.pipeline import (
     bubble_fraction,

@@ -15,7 +15,7 @@ import torch.distributed as dist
 from minitorch_dist import launch
 from minitorch_dist.comm import CommCounter, collective_bytes
 from minitorch_dist.comm.ring import ring_all_gather, ring_all_reduce, ring_reduce_scatter
-from minitorch_dist.launcher import LaunchError
+from minitorch_dist.launching.launcher import LaunchError
 
 WORLD_SIZES = [2, 3, 4, 8]
 SHAPES = [(1,), (5,), (7,), (3, 5), (1001,), (64,)]  # uneven, fewer than n, 2-D, even

@@ -54,7 +54,7 @@ def test_pyproject_floor_is_the_oldest_passing_release() -> None:
 def test_rank_output_drops_only_gloos_connection_notice(tmp_path: Path) -> None:
     """torch <= 2.10's gloo prints a connection notice from C++ as each rank joins; the launcher
     leaves it out of the relayed output (it would differ from the committed lab outputs)."""
-    from minitorch_dist.launcher import _read
+    from minitorch_dist.launching.launcher import _read
 
     log = tmp_path / "rank0.log"
     notice = (

@@ -25,7 +25,7 @@ from minitorch_dist.context_parallel.layout import check_layout, shard_sequence
 from minitorch_dist.context_parallel.model import LayoutShard, apply_context_parallel, cp_split
 from minitorch_dist.context_parallel.ring import ring_attention
 from minitorch_dist.context_parallel.work import WorkCounter
-from minitorch_dist.launcher import launch
+from minitorch_dist.launching.launcher import launch
 from minitorch_dist.memory.track import MemoryTracker
 from minitorch_dist.models import Llama, LlamaConfig
 from minitorch_dist.reference import (  # TINY, full_cross_entropy: importable here too

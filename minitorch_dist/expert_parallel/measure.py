@@ -18,7 +18,7 @@ from minitorch_dist.comm import CommCounter, collective_bytes
 from minitorch_dist.expert_parallel.cost import all_to_all_bytes, capacity_buffer_bytes
 from minitorch_dist.expert_parallel.layer import apply_expert_parallel
 from minitorch_dist.expert_parallel.observe import DispatchObserver, observe_dispatch
-from minitorch_dist.launcher import launch
+from minitorch_dist.launching.launcher import launch
 from minitorch_dist.models import Llama, LlamaConfig
 from minitorch_dist.models.moe import MoEBlock, MoEConfig, moe_preset, use_moe
 from minitorch_dist.reference import (  # full_cross_entropy: importable here too

@@ -29,7 +29,7 @@ from typing import Any
 import torch
 
 from minitorch_dist.grid import GridLayout, ProcessGrid, _axes_of
-from minitorch_dist.launcher import launch
+from minitorch_dist.launching.launcher import launch
 from minitorch_dist.models import Llama, LlamaConfig
 from minitorch_dist.parallel3d import clip
 from minitorch_dist.parallel3d.clip import ClippedZeroStage1

@@ -27,7 +27,7 @@ from typing import Any
 import torch
 
 from minitorch_dist.grid import GridLayout, ProcessGrid
-from minitorch_dist.launcher import launch
+from minitorch_dist.launching.launcher import launch
 from minitorch_dist.tensor_parallel import tp_generators
 
 __all__ = ["PP_SEED_OFFSET", "grid_generators", "stream_draws"]

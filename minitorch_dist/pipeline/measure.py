@@ -21,7 +21,7 @@ from typing import Any
 import torch
 
 from minitorch_dist.comm.counting import CommCounter
-from minitorch_dist.launcher import launch
+from minitorch_dist.launching.launcher import launch
 from minitorch_dist.models import Llama, LlamaConfig
 
 # the building blocks live in the pipeline's core now; their old home keeps the names

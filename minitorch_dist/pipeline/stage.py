@@ -40,7 +40,7 @@ from torch import nn
 from torch.autograd.graph import GradientEdge, get_gradient_edge
 
 from minitorch_dist.checks import check_int, check_positive
-from minitorch_dist.launcher import COLLECTIVE_TIMEOUT_ENV
+from minitorch_dist.launching.launcher import COLLECTIVE_TIMEOUT_ENV
 
 __all__ = ["Message", "PipelineStage", "message_tag"]
 

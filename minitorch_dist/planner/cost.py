@@ -4,7 +4,7 @@ Per micro-batch, one rank of stage 0 spends (each term from its chapter's closed
 into seconds on the link its group gets, :meth:`~minitorch_dist.planner.Cluster.link`: ``bytes /
 bandwidth + messages x alpha``):
 
-- compute: the step's FLOPs (:func:`minitorch_dist.flops.flops_per_token`, ``6 N + 12 L s h_q``
+- compute: the step's FLOPs (:func:`minitorch_dist.memory.flops.flops_per_token`, ``6 N + 12 L s h_q``
   per token, ``8 N + 16 L s h_q`` with full recomputation; selective recomputation adds the
   attention core's forward, ``4 L s h_q``) over ``tp pp cp`` ranks, at ``matmul_efficiency``
   of the peak;

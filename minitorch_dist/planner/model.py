@@ -5,7 +5,7 @@ the parameters one rank holds (:meth:`LlamaConfig.num_params_per_rank` for a den
 MoE model the count of :func:`~minitorch_dist.models.moe.moe_params_per_rank` cut into pipeline
 stages in proportion to their layers), split into the *dense* part, replicated over the data
 parallel ranks, and the *expert* part, replicated only over ``dp / ep`` of them; and the training
-FLOPs per token (:func:`minitorch_dist.flops.flops_per_token`, ``6 N + 12 L s h_q``; for a MoE
+FLOPs per token (:func:`minitorch_dist.memory.flops.flops_per_token`, ``6 N + 12 L s h_q``; for a MoE
 model ``N`` counts the parameters a token uses, :func:`~minitorch_dist.models.moe.moe_active_params`).
 """
 
@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 
-from minitorch_dist.flops import flops_per_token
+from minitorch_dist.memory.flops import flops_per_token
 from minitorch_dist.models import PRESETS, LlamaConfig, split_layers
 from minitorch_dist.models.moe_configs import (
     MOE_PRESETS,

@@ -11,7 +11,7 @@ import torch.distributed as dist
 import torch.nn.functional as F
 
 from minitorch_dist.checks import check_bool, check_int
-from minitorch_dist.launcher import launch
+from minitorch_dist.launching.launcher import launch
 from minitorch_dist.models import Llama, LlamaConfig
 from minitorch_dist.models.configs import padded_vocab_size
 from minitorch_dist.reference import (  # TINY, full_cross_entropy: importable here too

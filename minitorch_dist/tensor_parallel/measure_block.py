@@ -15,7 +15,7 @@ from torch.utils.checkpoint import checkpoint, set_checkpoint_early_stop
 
 from minitorch_dist.checks import check_choice
 from minitorch_dist.comm import CommCounter, collective_bytes
-from minitorch_dist.launcher import launch
+from minitorch_dist.launching.launcher import launch
 from minitorch_dist.memory.track import MemoryTracker
 from minitorch_dist.models import Block, LlamaConfig, rope_for
 from minitorch_dist.reference import TINY
