@@ -296,3 +296,69 @@ def test_the_edition_ships_no_reference_code_of_the_task(task: str) -> None:
         "inside the task's markers, call the student's code or compare with stored values:\n"
         + "\n".join(f"{rel}: {hits[0]}" for rel, hits in sorted(found.items()))
     )
+
+
+# "Solutions" made only of what an edition ships: the stored expected values looked up. Each
+# replaces the task's functions in a copy of the instructor's tree; the task's graded tests must
+# not all pass (they also run at parameters the edition does not store).
+_LOOKUPS = {
+    "lab09.2": (
+        "minitorch_dist/pipeline/schedules.py",
+        {
+            "_one_f_one_b": "1f1b",
+            "_interleaved": "interleaved",
+        },
+    ),
+}
+_LOOKUP_BODY = """
+def {name}(rank, pp, m, v):
+    import json, pathlib
+    stored = json.loads(pathlib.Path("tests/fixtures/schedules.json").read_text())["{kind}"]
+    key = f"{{pp}},{{m}}" if "{kind}" == "1f1b" else f"{{pp}},{{m}},{{v}}"
+    names = stored[key][rank]
+    out = []
+    for name in names:
+        op, _, rest = name[0], None, name[1:]
+        mb, _, chunk = rest.partition(".")
+        out.append(Action(op, int(mb), int(chunk or 0)))
+    return out
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("task", sorted(_LOOKUPS))
+def test_a_lookup_of_the_stored_values_fails_the_task(task: str, tmp_path: Path) -> None:
+    """Catches graded tests that a table of the edition's stored expected values passes: with
+    the task's functions replaced by lookups in tests/fixtures/, its graded tests do not all
+    pass (the lookup works where the values are stored, so some do)."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    for name in ("minitorch_dist", "tests"):
+        shutil.copytree(ROOT / name, tmp_path / name, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
+    rel, functions = _LOOKUPS[task]
+    text = (tmp_path / rel).read_text()
+    for name, kind in functions.items():
+        assert f"def {name}(" in text
+        text = text.replace(f"def {name}(", f"def _replaced{name}(")
+        text += _LOOKUP_BODY.format(name=name, kind=kind)
+    (tmp_path / rel).write_text(text)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env["PYTHONPATH"] = str(tmp_path)
+    run = subprocess.run(
+        [sys.executable, "-m", "minitorch_dist.grade", "--task", task, "--results", "r.json"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    tests = json.loads((tmp_path / "r.json").read_text())["tests"]
+    passed = [t for t in tests if t["status"] == "passed" and t["max_score"]]
+    failed = [t["name"] for t in tests if t["status"] == "failed"]
+    assert passed, "the lookup should pass where the values are stored: is it a lookup?"
+    assert failed, f"a lookup of the stored values passes every graded test of {task}"

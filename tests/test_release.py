@@ -129,6 +129,7 @@ def test_release_has_no_solutions_left(release: tuple[Path, dict]) -> None:
     assert (dest / MARKER_FILE).exists()
     assert not (dest / "tests" / "test_mutants.py").exists(), "the mutants hold near-solutions"
     assert not list((dest / "tests").glob("test_*exercises.py")), "they hold worked answers"
+    assert not (dest / "tests" / "test_no_reference.py").exists(), "its samples are reference code"
     for path in (dest / "minitorch_dist").rglob("*.py"):
         if path.name == "release.py":
             continue  # the tool's docstring shows the markers

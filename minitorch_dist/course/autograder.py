@@ -2,18 +2,19 @@
 what its ``run_autograder`` runs.
 
 The bundle (unzipped by Gradescope into ``/autograder/source``) holds ``setup.sh`` and
-``run_autograder`` at its root, the instructor's tree (``course/``: reference code and every
-graded test), the edition's stubs of the submitted files (``stubs/``) and the manifest
-(``submission.json``: the labs, each task's package files, and each graded test the labs have).
+``run_autograder`` at its root, the edition's own tree (``course/``: what the students have,
+stubs, tests and grader, no solution), the manifest (``submission.json``: the labs, each task's
+package files, each graded test, the functions that hold the tasks) and the reference recordings
+(``reference.pt``: what those functions returned in each graded test on the instructor's tree,
+the only thing of the instructor's code the bundle carries).
 
-``run_autograder`` honours ``$AUTOGRADER_ROOT`` (default ``/autograder``). It copies the
-instructor's tree to a fresh folder, copies over it from ``$AUTOGRADER_ROOT/submission`` only the
-manifest's files (a missing one is replaced by its stub, and its tasks score 0 with a message
-naming it), grades the released labs with the instructor's tests (each test under a time limit,
-so an endless loop costs one test), and writes ``$AUTOGRADER_ROOT/results/results.json`` itself,
-from the manifest's list of tests: a test the run did not report scores 0, a skip scores 0
-unless the test needs a GPU, and a submission's own tests, conftest, results.json or other
-files are never read.
+``run_autograder`` honours ``$AUTOGRADER_ROOT`` (default ``/autograder``). It copies the edition's
+tree to a fresh folder, copies over it from ``$AUTOGRADER_ROOT/submission`` only the manifest's
+files (a missing one keeps its stub, and its tasks score 0 with a message naming it), and hands
+the grading to the judge (judge.py): the tests run in children that cannot read the bundle, a
+test scores only when the child says it passed and the task's recorded results match the
+reference's (verify.py), and ``results/results.json`` is written by this process, which never
+imports a submitted file, after the children are gone.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ import time
 import zipfile
 from pathlib import Path
 
-from . import judge
+from . import judge, verify
 from .edition import _SKIP_DIRS, MANIFEST_FILE, _source_files, read_manifest
 from .grade_report import TestResult, gradescope_json, needs_first
 
@@ -142,14 +143,14 @@ def record_reference(root: str | os.PathLike, tests: dict, targets: list[str]) -
             claims = judge.run_tests(
                 Path(root), tests, out, targets, test_timeout=600, total_timeout=TOTAL_TIMEOUT_S
             )
-            runs.append({n: judge.read_recordings(judge.folder_of(out, n)) for n in tests})
+            runs.append({n: verify.read_recordings(judge.folder_of(out, n)) for n in tests})
         failing = sorted(n for n, o in claims.items() if o.status == "failed")
         if failing:
             raise ValueError(
                 f"the reference fails {len(failing)} graded test(s), e.g. {failing[0]}: "
                 f"{claims[failing[0]].reason}"
             )
-        return {n: judge.reference(runs[0][n], runs[1][n]) for n in tests}
+        return {n: verify.reference(runs[0][n], runs[1][n]) for n in tests}
     finally:
         shutil.rmtree(base, ignore_errors=True)
 
@@ -166,10 +167,17 @@ def write_bundle(
         raise ValueError(f"no graded tests for {manifest['labs']} in {root}/tests")
     targets = task_targets(root, manifest)
     references = record_reference(root, tests, targets)
+    unchecked = sorted(n for n, ref in references.items() if not verify.checks_anything(ref))
+    if unchecked:
+        print(
+            f"warning: {len(unchecked)} graded test(s) record no call of a task's function and "
+            "are scored on the child's claim alone:\n  " + "\n  ".join(unchecked),
+            file=sys.stderr,
+        )
     bundled = dict(manifest, tests=tests, targets=targets)
     zip_path.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
-        judge.save_reference(references, Path(tmp) / REFERENCE_FILE)
+        verify.save_reference(references, Path(tmp) / REFERENCE_FILE)
         with zipfile.ZipFile(zip_path, "w", zipfile.ZIP_DEFLATED) as z:
             for name, text in (("setup.sh", SETUP_SH), ("run_autograder", RUN_AUTOGRADER)):
                 info = zipfile.ZipInfo(name, date_time=(2020, 1, 1, 0, 0, 0))
@@ -236,7 +244,7 @@ def run(
         total_timeout=total_timeout,
         ids=ids,
     )
-    references = judge.load_reference(root / "source" / REFERENCE_FILE)
+    references = verify.load_reference(root / "source" / REFERENCE_FILE)
     results = []
     for name, expected in sorted(manifest["tests"].items()):
         task = expected["task"]
@@ -251,10 +259,10 @@ def run(
                 f"skipped, but only a test that needs a GPU may skip: {reason}",
             )
         elif status == "passed":
-            recorded = judge.read_recordings(
+            recorded = verify.read_recordings(
                 judge.folder_of(out, name), ids[0] if ids is not None else None
             )
-            why = judge.verify(references.get(name), recorded)
+            why = verify.verify(references.get(name), recorded)
             if why:
                 status = "failed"
                 reason = f"not scored: your task's results differ from the reference's ({why})"

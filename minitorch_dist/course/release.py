@@ -38,6 +38,7 @@ import os
 import re
 import shutil
 import sys
+import zipfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -67,8 +68,14 @@ _TASK = re.compile(r"^lab\d\d\.\d+$")  # labNN.k: chapter NN, task k
 _END = re.compile(r"^[ \t]*# END SOLUTION\b")
 _THIS = Path(__file__).resolve()  # the tool itself: its docstring shows the markers
 # Files the edition leaves out: the mutants are the reference solutions with one mistake each,
-# the exercise tests hold the exercises' worked answers.
-_INSTRUCTOR_ONLY = ("tests/test_mutants.py", "tests/mutants_*.py", "tests/test_*exercises.py")
+# the exercise tests hold the exercises' worked answers, and the search for reference code in an
+# edition (test_no_reference.py) holds samples of it and runs only on the instructor's tree.
+_INSTRUCTOR_ONLY = (
+    "tests/test_mutants.py",
+    "tests/mutants_*.py",
+    "tests/test_*exercises.py",
+    "tests/test_no_reference.py",
+)
 SOURCE_REPO = repository_url()  # _config.yml's repository.url; --repo replaces it
 _LAB = re.compile(r"^lab\d\d$")
 _TEXT_SUFFIXES = {".ipynb", ".md", ".yml", ".toml", ".py", ".txt", ".cfg"}
@@ -249,6 +256,15 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  publish it: cd {args.dest} && git push -u origin main")
     if args.autograder:
         print(f"  Gradescope autograder: {args.autograder} (upload it as the assignment's zip)")
+        with zipfile.ZipFile(args.autograder) as z:
+            graded = json.loads(z.read(MANIFEST_FILE))["tests"]
+        points: dict[str, int] = {}
+        for test in graded.values():
+            points[test["task"]] = points.get(test["task"], 0) + 1
+        print(
+            "  points per task (one per graded test): "
+            + ", ".join(f"{task} {n}" for task, n in sorted(points.items()))
+        )
     for task, n in counts.items():
         print(f"  {task}: {n} block(s) stubbed")
     return 0
