@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import copy
 import inspect
-import warnings
 
 import pytest
 import torch
@@ -20,7 +19,6 @@ import torch.distributed as dist
 
 from minitorch_dist import launch
 from minitorch_dist.context_parallel import (
-    ContextParallelLlama,
     apply_context_parallel,
     shard_sequence,
 )
@@ -64,7 +62,7 @@ def _chain(stages: list, x: torch.Tensor) -> torch.Tensor:
 def test_the_model_has_one_forward():
     """Catches a stage, the grid's stage or the context-parallel model with a forward of its
     own (a copy of the layer loop that can drift from Llama.forward)."""
-    for cls in (LlamaStage, GridStage, ContextParallelLlama):
+    for cls in (LlamaStage, GridStage):
         assert issubclass(cls, Llama)
         assert "forward" not in vars(cls), f"{cls.__name__} defines its own forward"
     assert "def forward" not in inspect.getsource(recipe), "the 3D recipe defines a forward"
@@ -118,24 +116,14 @@ def _cp_rank(rank: int, world_size: int) -> bool:
     stages = split_model(Llama(DEEP).double(), [4, 4])
     for stage in stages:
         apply_context_parallel(stage, None, sync_grads=False)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", DeprecationWarning)
-        torch.manual_seed(0)
-        old = ContextParallelLlama(DEEP).double()
     ours = _chain(stages, tokens)
-    return torch.equal(ours, whole(tokens)) and torch.equal(ours, old(tokens))
+    return torch.equal(ours, whole(tokens))
 
 
 def test_context_parallel_stages_chain_to_the_context_parallel_model():
     """Catches a later stage whose RoPE takes the shard's positions (it sees hidden states, not
-    tokens): context-parallel stages chain to the context-parallel model, and the deprecated
-    ContextParallelLlama builds the same thing."""
+    tokens): context-parallel stages chain to the context-parallel model."""
     assert all(launch(_cp_rank, 2))
-
-
-def test_context_parallel_llama_is_deprecated():
-    with pytest.warns(DeprecationWarning, match="apply_context_parallel"):
-        ContextParallelLlama(TINY)
 
 
 def _ep_rank(rank: int, world_size: int) -> float:

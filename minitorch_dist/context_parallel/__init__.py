@@ -41,7 +41,6 @@ if TYPE_CHECKING:  # what an editor follows; attach() imports each name on first
     from .layout import shard_positions, shard_sequence, unshard_sequence
     from .model import (
         ContextParallelCore,
-        ContextParallelLlama,
         LayoutShard,
         ShardPositions,
         apply_context_parallel,

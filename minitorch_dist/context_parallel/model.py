@@ -18,7 +18,6 @@ and needs nothing: the labels are sharded like the tokens (:func:`cp_split`).
 
 from __future__ import annotations
 
-import warnings
 from typing import Any
 
 import torch
@@ -34,7 +33,6 @@ from minitorch_dist.reference import Batch
 
 __all__ = [
     "ContextParallelCore",
-    "ContextParallelLlama",
     "LayoutShard",
     "ShardPositions",
     "apply_context_parallel",
@@ -68,24 +66,6 @@ class ShardPositions:
         cp, rank = group_size(self.group), group_rank(self.group)
         seq_len = length * cp if self.seq_len is None else self.seq_len  # the whole sequence
         return seq_len, shard_positions(seq_len, rank, cp, layout=self.layout)  # (s/cp,)
-
-
-class ContextParallelLlama(Llama):
-    """Deprecated: ``apply_context_parallel(Llama(config), group, layout=...)`` builds the same
-    model (a Llama whose forward takes this rank's shard of the tokens (b, s/cp) and returns its
-    logits (b, s/cp, V)); this class only calls it."""
-
-    def __init__(
-        self, config: Any, group: Any = None, *, init_std: float = 0.02, **options: Any
-    ) -> None:
-        warnings.warn(
-            "ContextParallelLlama is deprecated: use apply_context_parallel(Llama("
-            "config), group, ...)",
-            DeprecationWarning,
-            stacklevel=2,
-        )
-        super().__init__(config, init_std=init_std)
-        apply_context_parallel(self, group, **options)
 
 
 def average_grads(model: nn.Module, group: Any) -> None:

@@ -26,13 +26,11 @@ re-exported here. The routing and the capacity are lab 10's own functions
 (:mod:`minitorch_dist.models.routing`: ``top_k_route``, ``expert_capacity``, ``apply_capacity``,
 also exported by ``minitorch_dist.expert_parallel``): the block runs the reader's routing, so
 that nothing here computes a task of lab 10 a second time; the lab's tests check the functions
-against hand-worked examples. :func:`route`, :func:`slots_for` and :func:`capacity_keep` are the
-block's older names for them.
+against hand-worked examples. :func:`slots_for` and :func:`capacity_keep` are the block's
+older names for them.
 """
 
 from __future__ import annotations
-
-import warnings
 
 import torch
 import torch.nn.functional as F
@@ -52,7 +50,7 @@ from minitorch_dist.models.moe_configs import (
     slots_for,
 )
 from minitorch_dist.models.router import Router
-from minitorch_dist.models.routing import apply_capacity, expert_capacity, top_k_route
+from minitorch_dist.models.routing import apply_capacity, expert_capacity
 
 __all__ = [
     "MOE_PRESETS",
@@ -69,25 +67,9 @@ __all__ = [
     "moe_params_per_rank",
     "moe_preset",
     "moe_preset_names",
-    "route",
     "slots_for",
     "use_moe",
 ]
-
-
-def route(
-    probs: torch.Tensor, top_k: int, *, normalize: bool = True
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Deprecated: the k largest of ``probs`` (T, E) per row as (weights, experts), each (T, k),
-    from :func:`~minitorch_dist.models.routing.top_k_route` of the log-probabilities (equal up
-    to the last bits of the weights). Route from logits with ``top_k_route`` instead."""
-    warnings.warn(
-        "route(probs, k) is deprecated: use top_k_route(logits, k) (minitorch_dist.models.routing)",
-        DeprecationWarning,
-        stacklevel=2,
-    )
-    weights, experts, _ = top_k_route(probs.log(), top_k, normalize=normalize)
-    return weights, experts
 
 
 def capacity_keep(expert_indices: torch.Tensor, experts: int, capacity: int) -> torch.Tensor:
