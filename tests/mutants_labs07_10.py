@@ -207,6 +207,13 @@ def _merge_not_rescaled(out_a, lse_a, out_b, lse_b):  # noqa: ANN001, ANN202
     return out_a + out_b, lse  # each part's output kept at its own normalisation
 
 
+def _merge_lse_max(out_a, lse_a, out_b, lse_b):  # noqa: ANN001, ANN202
+    lse = torch.maximum(lse_a, lse_b)  # the max stands in for log(exp(a) + exp(b))
+    wa = torch.exp(lse_a - lse).nan_to_num(0.0).unsqueeze(-1)
+    wb = torch.exp(lse_b - lse).nan_to_num(0.0).unsqueeze(-1)
+    return wa * out_a + wb * out_b, lse
+
+
 # -- lab08.2 / lab08.3: ring attention ------------------------------------------------------------
 def _ring_forward_mask_everywhere(
     q,
@@ -419,6 +426,16 @@ def _top_k_not_renormalised(logits, k, *, normalize=True):  # noqa: ANN001, ANN2
     return probs.gather(-1, experts), experts, probs  # the k weights never divided by their sum
 
 
+def _top_k_ties_to_higher(logits, k, *, normalize=True):  # noqa: ANN001, ANN202
+    probs = logits.to(torch.promote_types(logits.dtype, torch.float32)).softmax(-1)
+    flipped = torch.sort(probs.flip(-1), dim=-1, descending=True, stable=True).indices[:, :k]
+    experts = probs.shape[-1] - 1 - flipped  # a tie goes to the higher index
+    weights = probs.gather(-1, experts)
+    if normalize:
+        weights = weights / weights.sum(-1, keepdim=True)
+    return weights, experts, probs
+
+
 def _loss_without_e(router_probs, *, top_k=1, style="switch"):  # noqa: ANN001, ANN202
     experts = router_probs.shape[-1]
     mean_probs = router_probs.mean(0)
@@ -454,6 +471,10 @@ def _capacity_floor(tokens, experts, capacity_factor=1.0, *, top_k=1, min_capaci
     return max(math.floor(Fraction(tokens * top_k, experts) * cf), min_capacity)  # floor
 
 
+def _capacity_in_floats(tokens, experts, capacity_factor=1.0, *, top_k=1, min_capacity=0):  # noqa: ANN001, ANN202
+    return max(math.ceil(tokens / experts * capacity_factor * top_k), min_capacity)  # floats
+
+
 def _capacity_keeps_one_more(expert_indices, experts, capacity):  # noqa: ANN001, ANN202
     onehot = F.one_hot(expert_indices.reshape(-1), experts)
     position = (onehot.cumsum(0) * onehot).sum(-1) - 1
@@ -469,6 +490,13 @@ def _capacity_slot_major(expert_indices, experts, capacity):  # noqa: ANN001, AN
 # -- lab10.3: the counts' exchange ----------------------------------------------------------------
 def _counts_not_exchanged(send_counts, group=None):  # noqa: ANN001, ANN202
     return send_counts.clone()  # assumes every rank receives what it sends
+
+
+def _all_to_all_splits_swapped(ctx, x, send_splits, recv_splits, group):  # noqa: ANN001, ANN202
+    ctx.splits, ctx.group = (list(send_splits), list(recv_splits)), group
+    out = x.new_empty((sum(send_splits), *x.shape[1:]))  # sized and split by the send counts
+    dist.all_to_all_single(out, x.contiguous(), list(send_splits), list(recv_splits), group=group)
+    return out
 
 
 # -- lab10.4: the expert-parallel layer -----------------------------------------------------------
@@ -595,6 +623,13 @@ MUTANTS_LABS07_10: list[Mutant] = [
         r"rescaled by exp\(lse_part - lse\)",
     ),
     Mutant(
+        "lab08.1",
+        "merge-lse-max",
+        "minitorch_dist.context_parallel.blocks:merge_partials",
+        _merge_lse_max,
+        r"logaddexp\(lse_a, lse_b\) \(not the max",
+    ),
+    Mutant(
         "lab08.2",
         "causal-mask-off-diagonal",
         "minitorch_dist.context_parallel.ring:ring_attention_forward",
@@ -666,6 +701,13 @@ MUTANTS_LABS07_10: list[Mutant] = [
     ),
     Mutant(
         "lab10.1",
+        "top-k-ties-to-higher-index",
+        "minitorch_dist.models.routing:top_k_route",
+        _top_k_ties_to_higher,
+        r"a tie going to the lower index",
+    ),
+    Mutant(
+        "lab10.1",
         "loss-without-e",
         "minitorch_dist.models.routing:load_balancing_loss",
         _loss_without_e,
@@ -694,6 +736,13 @@ MUTANTS_LABS07_10: list[Mutant] = [
     ),
     Mutant(
         "lab10.2",
+        "capacity-in-floats",
+        "minitorch_dist.models.capacity:expert_capacity",
+        _capacity_in_floats,
+        r"in floats is 110\.00000000000001",
+    ),
+    Mutant(
+        "lab10.2",
         "keeps-c-plus-1",
         "minitorch_dist.models.routing:apply_capacity",
         _capacity_keeps_one_more,
@@ -712,6 +761,13 @@ MUTANTS_LABS07_10: list[Mutant] = [
         "minitorch_dist.expert_parallel.dispatch:exchange_counts",
         _counts_not_exchanged,
         r"counts were not exchanged",
+    ),
+    Mutant(
+        "lab10.3",
+        "all-to-all-splits-swapped",
+        "minitorch_dist.expert_parallel.dispatch:AllToAll.forward",
+        _all_to_all_splits_swapped,
+        r"were the send and receive splits swapped",
     ),
     Mutant(
         "lab10.4",

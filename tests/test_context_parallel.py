@@ -137,9 +137,26 @@ def test_merge_folds_many_parts_in_any_order():
     tree = merge_partials(
         *merge_partials(*parts[0], *parts[1]), *merge_partials(*parts[2], *parts[3])
     )
-    for out, lse in (chain, tree):
-        torch.testing.assert_close(out, want_out, **TOL)
-        torch.testing.assert_close(lse, want_lse, **TOL)
+    for how, (out, lse) in (("left to right", chain), ("as a tree", tree)):
+        torch.testing.assert_close(
+            lse,
+            want_lse,
+            **TOL,
+            msg=lambda m, how=how: (
+                f"four parts merged {how}: the merged lse is not the "
+                f"whole softmax's: {m}; it is logaddexp(lse_a, lse_b) (not the max, not a sum)"
+            ),
+        )
+        torch.testing.assert_close(
+            out,
+            want_out,
+            **TOL,
+            msg=lambda m, how=how: (
+                f"four parts merged {how}: the merged output is not the "
+                f"whole softmax's: {m}; each part's output is weighted by exp(lse_part - lse) with "
+                "lse = logaddexp(lse_a, lse_b)"
+            ),
+        )
 
 
 @pytest.mark.lab08
@@ -155,9 +172,22 @@ def test_merge_handles_rows_fully_masked_in_a_part():
     out_b, lse_b = block_attention(q, k, v, mask=torch.ones(6, 6, dtype=torch.bool).tril())
     assert torch.isinf(lse_a[..., :3]).all() and (lse_a[..., :3] < 0).all()
     out, lse = merge_partials(out_a, lse_a, out_b, lse_b)
-    assert not out.isnan().any() and not lse.isnan().any()
-    torch.testing.assert_close(out[..., :3, :], out_b[..., :3, :], **TOL)
-    torch.testing.assert_close(lse[..., :3], lse_b[..., :3], **TOL)
+    assert not out.isnan().any() and not lse.isnan().any(), (
+        "the merge gives NaN where a part saw no key (lse = -inf): exp(-inf - -inf) is NaN; "
+        "take the max over finite values only, or give a fully masked part a weight of 0"
+    )
+    torch.testing.assert_close(
+        out[..., :3, :],
+        out_b[..., :3, :],
+        **TOL,
+        msg=lambda m: f"rows that see no key of part A must take part B's output as it is: {m}",
+    )
+    torch.testing.assert_close(
+        lse[..., :3],
+        lse_b[..., :3],
+        **TOL,
+        msg=lambda m: f"rows that see no key of part A must take part B's lse as it is: {m}",
+    )
     none = torch.zeros(6, 6, dtype=torch.bool)
     out0, lse0 = merge_partials(
         *block_attention(q, k, v, mask=none), *block_attention(q, k, v, mask=none)

@@ -67,7 +67,11 @@ def test_top_k_route_held_example_with_ties():
     logits only), experts in ascending order, and ties going to the higher index (torch.topk makes no promise about ties; the route must be reproducible)."""
     logits = torch.tensor([[1.0, 3.0, 3.0, 0.0], [2.0, 0.0, 1.0, 2.0]])
     weights, experts, probs = top_k_route(logits, 2)
-    assert experts.tolist() == [[1, 2], [0, 3]]
+    assert experts.tolist() == [[1, 2], [0, 3]], (
+        f"chose experts {experts.tolist()}, not [[1, 2], [0, 3]]: the k experts go in order of "
+        "probability, a tie going to the lower index (a stable sort; torch.topk makes no "
+        "promise about ties)"
+    )
     torch.testing.assert_close(probs, logits.softmax(-1))
     total = weights.sum(-1)
     assert torch.allclose(total, torch.ones(2)), (
@@ -190,11 +194,24 @@ def test_expert_capacity_values():
     assert got == 3, f"10 tokens on 4 experts at cf = 1 give capacity {got}, not 3" + (
         ": it is ceil(T k cf / E), not floor" if got == 2 else ""
     )
-    assert expert_capacity(6, 4, 1.0, top_k=2) == 3
-    assert expert_capacity(64, 4, 1.25, top_k=2) == 40
-    assert expert_capacity(1000, 10, 1.1) == 110
-    assert expert_capacity(8, 4, 1.0, min_capacity=4) == 4
-    assert expert_capacity(8, 4, 2.0, min_capacity=1) == 4
+    for args, kwargs, want in (
+        ((6, 4, 1.0), {"top_k": 2}, 3),
+        ((64, 4, 1.25), {"top_k": 2}, 40),
+        ((1000, 10, 1.1), {}, 110),
+        ((8, 4, 1.0), {"min_capacity": 4}, 4),
+        ((8, 4, 2.0), {"min_capacity": 1}, 4),
+    ):
+        got = expert_capacity(*args, **kwargs)
+        hints = {
+            (111, 110): ": T / E * cf in floats is 110.00000000000001, whose ceil is 111; "
+            "compute C = ceil(T k cf / E) exactly (fractions.Fraction of cf, or integers)",
+            (2, 3): ": each token takes k = 2 slots (C = ceil(T k cf / E)); k was left out",
+            (20, 40): ": each token takes k = 2 slots (C = ceil(T k cf / E)); k was left out",
+            (2, 4): ": min_capacity is a floor on C (C = max(ceil(T k cf / E), min_capacity))",
+        }
+        assert got == want, f"expert_capacity{args}, {kwargs} gives {got}, not {want}" + hints.get(
+            (got, want), ""
+        )
     # bad input: a capacity factor <= 0 or a k > E is refused, naming the constraint
     for cf in (0, -1.0):
         with pytest.raises(ValueError, match="capacity_factor must be a number > 0"):
@@ -278,7 +295,16 @@ def _dispatch_rank(rank: int, n: int) -> dict:
         for j, s in enumerate(send)
     ]
     x = torch.cat(rows).double().view(-1, 2).requires_grad_()
-    got = dispatch(x, send, recv, W)
+    try:
+        got = dispatch(x, send, recv, W)
+    except RuntimeError as e:
+        if "split" not in str(e).lower():
+            raise
+        raise AssertionError(
+            f"rank {rank}: torch's all-to-all refused the split sizes ({e}); the output is "
+            f"sum(recv_splits) = {sum(recv)} rows, recv_splits[j] from rank j, and the input "
+            f"sum(send_splits) = {sum(send)} rows: were the send and receive splits swapped?"
+        ) from e
     got.backward(got.detach() * 2 + 1)  # a gradient that names its row
     back = combine(got.detach() + 0.5, send, recv, W)
     return {
