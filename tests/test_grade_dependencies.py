@@ -1,5 +1,5 @@
 """A graded test of one task that fails because another task's stub raised says so: "needs
-lab06.1 first", in the score table and in results.json (minitorch_dist/grade_report.py)."""
+lab06.1 first", in the score table and in results.json (minitorch_dist/course/grade_report.py)."""
 
 from __future__ import annotations
 
@@ -118,3 +118,73 @@ def test_an_edition_with_lab06_2_written_but_not_lab06_1(tmp_path: Path) -> None
     needs = [t for t in tests if t["output"].startswith("needs lab06.1 first")]
     assert len(needs) == len(tests), "\n".join(t["output"].splitlines()[0] for t in tests)
     assert f"0/{len(tests)}  needs lab06.1 first" in run.stdout  # the task's row in the table
+
+
+_STUCK_TREE = {
+    "course_pkg/__init__.py": "",
+    "course_pkg/first.py": "def first(x):\n    while True:  # the mistake: never ends\n        x += 1\n",
+    "course_pkg/second.py": "from course_pkg.first import first\n\n\ndef second(x):\n"
+    "    return first(x) + 1\n",
+    "tests/test_tasks.py": textwrap.dedent(
+        """
+        import pytest
+        from course_pkg.first import first
+        from course_pkg.second import second
+
+        @pytest.mark.lab07
+        @pytest.mark.task("lab07.2")
+        def test_a_second():
+            assert second(1) == 3
+
+        @pytest.mark.lab07
+        @pytest.mark.task("lab07.2")
+        def test_b_second_again():
+            assert second(2) == 4
+
+        @pytest.mark.lab07
+        @pytest.mark.task("lab07.1")
+        def test_c_first():
+            assert first(1) == 2
+
+        @pytest.mark.lab07
+        @pytest.mark.task("lab07.3")
+        def test_d_other():
+            pass
+        """
+    ),
+    "pyproject.toml": '[tool.pytest.ini_options]\nmarkers = ["lab07", "task(id)"]\n',
+}
+
+
+def test_a_stuck_task_costs_its_task_and_names_the_students_line(tmp_path: Path) -> None:
+    """Catches a judge that waits out the time limit in every test that calls an endless loop,
+    or blames the test's own task: lab07.2's first test runs into lab07.1's loop, so it fails
+    with "needs lab07.1 first" and the student's line (not the grader's), lab07.1's and
+    lab07.2's other tests fail at once without running, and lab07.3 is graded as usual."""
+    from minitorch_dist.course import judge
+
+    tree = tmp_path / "tree"
+    for rel, text in _STUCK_TREE.items():
+        (tree / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tree / rel).write_text(text)
+    (tree / "minitorch_dist").symlink_to(ROOT / "minitorch_dist")
+    tests = {
+        f"tests/test_tasks.py::test_{name}": {"task": task}
+        for name, task in (
+            ("a_second", "lab07.2"),
+            ("b_second_again", "lab07.2"),
+            ("c_first", "lab07.1"),
+            ("d_other", "lab07.3"),
+        )
+    }
+    targets = {"course_pkg.first:first": "lab07.1", "course_pkg.second:second": "lab07.2"}
+    outcomes = judge.run_tests(
+        tree, tests, tmp_path / "out", targets, test_timeout=5, total_timeout=300
+    )
+    by_name = {n.split("::")[-1]: o for n, o in outcomes.items()}
+    first = by_name["test_a_second"]
+    assert first.status == "failed" and first.reason.startswith("needs lab07.1 first"), first
+    assert " at course_pkg/first.py:" in first.reason and " in first: " in first.reason, first
+    assert by_name["test_b_second_again"].reason.startswith("not run: lab07.2 needs lab07.1 first")
+    assert by_name["test_c_first"].reason.startswith("not run: lab07.1 timed out in test_a_second")
+    assert by_name["test_d_other"].status == "passed"

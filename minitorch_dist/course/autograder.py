@@ -102,10 +102,11 @@ def collect_graded(root: str | os.PathLike, labs: list[str]) -> dict[str, dict]:
     return json.loads(lines[-1].removeprefix("GRADED="))
 
 
-def task_targets(root: str | os.PathLike, manifest: dict) -> list[str]:
-    """``module:Qualname`` of each function that holds a solution block of the manifest's tasks
-    (in the instructor's tree at ``root``): the functions whose calls the judge compares."""
-    found: set[str] = set()
+def task_targets(root: str | os.PathLike, manifest: dict) -> dict[str, str]:
+    """``module:Qualname`` -> task, for each function that holds a solution block of the
+    manifest's tasks (in the instructor's tree at ``root``): the functions whose calls the judge
+    compares."""
+    found: dict[str, str] = {}
     for task, files in manifest["tasks"].items():
         for rel in files:
             text = (Path(root) / rel).read_text()
@@ -116,8 +117,8 @@ def task_targets(root: str | os.PathLike, manifest: dict) -> list[str]:
                     continue
                 qualname = _enclosing(tree, number)
                 if qualname:
-                    found.add(f"{module}:{qualname}")
-    return sorted(found)
+                    found[f"{module}:{qualname}"] = task
+    return dict(sorted(found.items()))
 
 
 def _enclosing(tree: ast.AST, line: int, prefix: str = "") -> str | None:
@@ -132,7 +133,7 @@ def _enclosing(tree: ast.AST, line: int, prefix: str = "") -> str | None:
     return None
 
 
-def record_reference(root: str | os.PathLike, tests: dict, targets: list[str]) -> dict:
+def record_reference(root: str | os.PathLike, tests: dict, targets: dict[str, str]) -> dict:
     """The reference recordings of ``tests`` on the instructor's tree: each test run twice,
     a value that differed between the runs marked not to compare (judge.reference)."""
     base = Path(tempfile.mkdtemp(prefix="reference-"))
@@ -239,7 +240,7 @@ def run(
         work,
         manifest["tests"],
         out,
-        manifest.get("targets", []),
+        manifest.get("targets", {}),
         test_timeout=test_timeout,
         total_timeout=total_timeout,
         ids=ids,

@@ -25,6 +25,7 @@ from __future__ import annotations
 import json
 import os
 import pwd
+import re
 import signal
 import subprocess
 import sys
@@ -106,15 +107,18 @@ def run_tests(
     tree: Path,
     tests: dict[str, dict],
     out: Path,
-    targets: list[str],
+    targets: dict[str, str],
     *,
     test_timeout: float,
     total_timeout: float,
     ids: tuple[int, int] | None = None,
 ) -> dict[str, Outcome]:
-    """Run ``tests`` (nodeid -> {"task": ...}) in children on ``tree``; recordings go to
-    ``out/rec``. Returns each test's claimed outcome (a test the children never finished:
-    failed, with why)."""
+    """Run ``tests`` (nodeid -> {"task": ...}) in children on ``tree``; ``targets`` maps each
+    task's function (``module:Qualname``) to its task; recordings go to ``out/rec``. Returns
+    each test's claimed outcome (a test the children never finished: failed, with why). A test
+    that runs past ``test_timeout`` is stopped where it is stuck: the task whose code it was
+    running is named with the student's line, and its other tests (and those of the test's own
+    task, when that waited on it) are not run."""
     out.mkdir(parents=True, exist_ok=True)
     give_to(out, ids)
     env = {k: v for k, v in os.environ.items() if k in ("PATH", "LANG", "LC_ALL", "TZ")}
@@ -124,7 +128,7 @@ def run_tests(
         TMPDIR=str(out),
         PYTHONDONTWRITEBYTECODE="1",
         MPLBACKEND="Agg",
-        **{RECORD_DIR_ENV: str(out), TARGETS_ENV: json.dumps(targets)},
+        **{RECORD_DIR_ENV: str(out), TARGETS_ENV: json.dumps(sorted(targets))},
     )
     results: dict[str, Outcome] = {}
     stopped: dict[str, str] = {}  # task -> why its other tests do not run
@@ -171,16 +175,20 @@ def run_tests(
                 break
             late = current is not None and time.monotonic() - since > test_timeout
             if late or time.monotonic() > deadline:
+                where = _stuck_at(child.pid, out, tree, targets) if late else None
                 _kill_session(child.pid)
                 child.wait()
                 if late:
-                    name = current.split("::")[-1]
-                    results[current] = Outcome(
-                        "failed",
-                        f"timed out: ran past {test_timeout:g} s (an endless loop, or a wait "
-                        "that never ends)",
-                    )
-                    stopped[tests[current]["task"]] = f"timed out in {name}: fix that test first"
+                    name, task = current.split("::")[-1], tests[current]["task"]
+                    stuck, line = where or (task, "")
+                    if stuck == task:
+                        reason = f"timed out: ran past {test_timeout:g} s{line}"
+                        stopped[task] = f"timed out in {name}: fix that test first"
+                    else:
+                        reason = f"needs {stuck} first: its code ran past {test_timeout:g} s{line}"
+                        stopped[stuck] = f"timed out in {name} (a test of {task}){line}"
+                        stopped[task] = f"needs {stuck} first (it timed out in {name})"
+                    results[current] = Outcome("failed", reason[:300], reason)
                     current = None
                 break
             time.sleep(0.2)
@@ -200,6 +208,51 @@ def run_tests(
             why = "did not run: its test file did not import, or the run stopped"
             results[nodeid] = Outcome("failed", why, f"{why}\n\n{tail}")
     return results
+
+
+_FRAME = re.compile(r'File "([^"]+)", line (\d+) in (\S+)')
+
+
+def _stuck_at(pid: int, out: Path, tree: Path, targets: dict[str, str]) -> tuple[str, str] | None:
+    """Where a stuck test is: the child's processes dump their stacks (record.py registers
+    SIGUSR1 with faulthandler); the innermost frame in a task's file gives (task, " at
+    file:line in function: the line"). None when no frame is in a task's file."""
+    stacks = out / "stacks.txt"
+    start = stacks.stat().st_size if stacks.exists() else 0
+    try:
+        os.killpg(pid, signal.SIGUSR1)
+    except OSError:
+        return None
+    time.sleep(1.5)
+    try:
+        with open(stacks, "rb") as f:
+            f.seek(start)
+            text = f.read(1 << 20).decode(errors="replace")
+    except OSError:
+        return None
+    owners, by_file = {}, {}  # (file, function) -> task; file -> its tasks
+    for target, task in targets.items():
+        module, _, qualname = target.partition(":")
+        rel = module.replace(".", "/") + ".py"
+        owners[(rel, qualname.split(".")[-1])] = task
+        by_file.setdefault(rel, set()).add(task)
+    root = tree.resolve()
+    for file, number, function in _FRAME.findall(text):
+        try:
+            rel = Path(file).resolve().relative_to(root).as_posix()
+        except ValueError:
+            continue
+        task = owners.get((rel, function))
+        if task is None and len(by_file.get(rel, ())) == 1:
+            task = next(iter(by_file[rel]))  # a helper of the file's only task
+        if task is None:
+            continue
+        try:
+            source = (root / rel).read_text(errors="replace").splitlines()[int(number) - 1]
+        except (OSError, IndexError):
+            source = ""
+        return task, f" at {rel}:{number} in {function}: {source.strip()[:120]}"
+    return None
 
 
 def _log_tail(out: Path, rounds: int) -> str:
