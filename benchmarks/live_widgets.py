@@ -30,7 +30,7 @@ import statistics
 import time
 from pathlib import Path
 
-from minitorch_dist.browser_check import CHAPTER_1, CHAPTER_11, LOCAL_SCHEMES, chromium
+from minitorch_dist.course.browser_check import CHAPTER_1, CHAPTER_11, LOCAL_SCHEMES, chromium
 
 READY_MS = 180_000
 EXAMPLE = ("llama-3-70b", "dgx-h100", 1024, 1024, 4096)  # chapter 11's problem (GPUS, BATCH, SEQ)

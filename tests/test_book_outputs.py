@@ -11,14 +11,14 @@ from types import SimpleNamespace
 import pytest
 from PIL import Image
 
-from minitorch_dist.book_outputs import (
+from minitorch_dist.course.book_outputs import (
     describe_images,
     path_forms,
     png_description,
     relative_output_paths,
     relative_paths,
 )
-from minitorch_dist.browser_check_page import undescribed
+from minitorch_dist.course.browser_check_page import undescribed
 from minitorch_dist.figures import BookFigure, describe
 
 nodes = pytest.importorskip("docutils.nodes")  # the book's tooling: not in a student's install

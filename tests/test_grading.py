@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from minitorch_dist.grade import grade, gradescope_json, lab_files
-from minitorch_dist.release import MARKER_FILE, strip_solutions
+from minitorch_dist.course.grade import grade, gradescope_json, lab_files
+from minitorch_dist.course.release import MARKER_FILE, strip_solutions
 
 ROOT = Path(__file__).resolve().parent.parent
 # A child process's hang guard, not a speed bound: a child importing torch at nice 10 beside
@@ -33,7 +33,7 @@ instructor_only = pytest.mark.skipif(
 
 _COLLECT = """
 import json, pytest
-from minitorch_dist.grade import lab_of, task_of, task_problem
+from minitorch_dist.course.grade import lab_of, task_of, task_problem
 out = {}
 class Plugin:
     def pytest_collection_modifyitems(self, items):

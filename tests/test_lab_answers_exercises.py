@@ -1,5 +1,5 @@
 """The reference answers of the notebook exercises that ``check_answer`` checks, and the tests
-that keep the stored digests (minitorch_dist/answer_digests.py) in step with them.
+that keep the stored digests (minitorch_dist/course/answer_digests.py) in step with them.
 
 Instructor-only: the student release leaves every ``tests/test_*exercises.py`` out, so the
 answers below never reach a student. After changing an answer, regenerate the digests::

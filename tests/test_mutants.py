@@ -32,7 +32,7 @@ from mutants_labs07_10 import MUTANTS_LABS07_10
 
 from minitorch_dist.comm import reduce_scatter_tensor
 from minitorch_dist.comm.ring import _exchange
-from minitorch_dist.grade import grade, lab_files, task_of
+from minitorch_dist.course.grade import grade, lab_files, task_of
 from minitorch_dist.planner.fit import rank_memory as _reference_rank_memory
 
 ROOT = Path(__file__).resolve().parent.parent

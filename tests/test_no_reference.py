@@ -31,7 +31,7 @@ from pathlib import Path
 
 import pytest
 
-from minitorch_dist import release
+from minitorch_dist.course import release
 
 ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.skipif(

@@ -1,4 +1,4 @@
-"""Profiling a data-parallel step (minitorch_dist.profiling): the trace is a Chrome trace a
+"""Profiling a data-parallel step (minitorch_dist.data_parallel.profiling): the trace is a Chrome trace a
 viewer opens, and it shows one collective per bucket inside the traced step."""
 
 from __future__ import annotations

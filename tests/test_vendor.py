@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from minitorch_dist import vendor
-from minitorch_dist.vendor import Package, VendorError
+from minitorch_dist.course import vendor
+from minitorch_dist.course.vendor import Package, VendorError
 from minitorch_dist.viz.live_data import data_script
 
 yaml = pytest.importorskip("yaml")  # the book's tooling, not in a student's install

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from minitorch_dist.browser_check_page import undescribed
+from minitorch_dist.course.browser_check_page import undescribed
 from minitorch_dist.memory import llama_activation_bytes, model_state_bytes, predict
 from minitorch_dist.memory.plots import (
     budget_table,
