@@ -6,10 +6,9 @@ started (chapter 0).
     report      how a launch fails: RankError, RankTimeoutError, the root cause, stuck ranks
     gpu         the GPU path: inside torchrun, and torchrun() from Python
 
-``from minitorch_dist import launch`` is the name readers use; ``minitorch_dist.launcher`` is the
-old name of :mod:`minitorch_dist.launching.launcher` (``minitorch_dist._moved``). The package is
-not called ``launch``: a subpackage of that name would replace the function ``minitorch_dist.launch``
-as soon as it was imported.
+``from minitorch_dist import launch`` is the name readers use; the package's own modules import
+:mod:`minitorch_dist.launching.launcher`. The package is not called ``launch``: a subpackage of
+that name would replace the function ``minitorch_dist.launch`` as soon as it was imported.
 """
 
 from minitorch_dist.launching.launcher import (
