@@ -306,3 +306,38 @@ def test_load_zero3_state_dict_validates_before_writing():
     assert "'up.wieght'" in e["extra"] and "unexpected" in e["extra"]
     assert "'norm.weight'" in e["optim"] and "exp_avg" in e["optim"]
     assert out["unchanged"]
+
+
+def _named_errors(rank: int, world_size: int) -> dict:
+    """Differing initial weights under an optimizer built from a bare iterator and from
+    ``named_parameters()``; then a full state whose ``exp_avg`` has the wrong shape."""
+    out = {}
+    for how, params in (
+        ("bare", _toy(rank).parameters()),
+        ("named", _toy(rank).named_parameters()),
+    ):
+        try:
+            ZeroStage1(params, torch.optim.AdamW)
+            out[how] = "accepted"
+        except ValueError as e:
+            out[how] = str(e)
+    opt = ZeroStage1(_toy().named_parameters(), torch.optim.AdamW)
+    state = {i: {"step": torch.tensor(1.0), "exp_avg": torch.zeros(3)} for i in range(9)}
+    try:
+        opt.load_state_dict({"state": state, "param_groups": opt.state_dict()["param_groups"]})
+        out["load"] = "accepted"
+    except ValueError as e:
+        out["load"] = str(e)
+    return out
+
+
+def test_errors_name_the_parameter_by_its_module_path():
+    """Catches errors that name "param0" where the user cannot tell which layer is meant: with
+    ``named_parameters()`` the initial-weights check and a bad load name the module path; with
+    a bare ``parameters()`` iterator the message gives the position and shape and says how to
+    get the name."""
+    out = launch(_named_errors, 2)[0]
+    assert "parameter 0 of the optimizer (shape (31, 5)" in out["bare"], out["bare"]
+    assert "model.named_parameters()" in out["bare"]
+    assert "parameter 'embed.weight' differs between rank 0 and rank 1" in out["named"], out
+    assert "of parameter 'embed.weight' has shape (3,)" in out["load"], out["load"]
