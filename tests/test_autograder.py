@@ -421,6 +421,8 @@ def test_an_endless_loop_costs_its_tests_not_the_results(course: dict) -> None:
     assert len(tests) == 4 and results["score"] == 0
     timed_out = [t for t in tests if t["output"].startswith("timed out: ran past 4 s")]
     assert len(timed_out) == 1, [t["output"][:200] for t in tests]
+    assert " at minitorch_dist/comm/halves.py:" in timed_out[0]["output"], timed_out[0]["output"]
+    assert "in _forever: _time.sleep(0.01)" in timed_out[0]["output"], "the student's line"
     name = timed_out[0]["name"].split("::")[-1]
     others = [t for t in tests if t is not timed_out[0]]
     assert all(f"not run: lab00.1 timed out in {name}" in t["output"] for t in others), [
@@ -434,7 +436,9 @@ def test_the_editions_texts_speak_of_its_own_labs_and_stubs(course: dict) -> Non
     edition = course["edition"]
     readme = (edition / "README.md").read_text()
     assert "--task lab00.1" in readme and "lab05" not in readme
-    assert readme.count("pip install") == 1 and '".[student]"' in readme
+    assert readme.count("pip install -e") == 1 and '".[student]"' in readme
+    assert "pip install torch --index-url https://download.pytorch.org/whl/cpu" in readme
+    assert "a few minutes" in readme, "how long the install takes"
     assert "python -m minitorch_dist.submit" in readme
     for nb in sorted((edition / "labs").glob("*.ipynb")):
         cells = json.loads(nb.read_text())["cells"]

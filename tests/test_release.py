@@ -361,3 +361,57 @@ def test_colab_cell_gets_an_editable_course_that_grades(
     tests = json.loads(results.read_text())["tests"]
     assert tests and {t["number"] for t in tests} == {"lab05.1"}
     assert all("NotImplementedError" in t["output"] for t in tests)
+
+
+def test_a_release_names_what_its_environment_lacks(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Catches a release that starts without git, or an autograder release without pytest or
+    torch in its Python, and fails halfway (a bare "collecting failed: GRADED={}"): it says
+    what is missing before writing anything."""
+    import importlib.util
+
+    from minitorch_dist.course import edition
+
+    monkeypatch.setattr(edition.shutil, "which", lambda name: None)
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        edition.importlib.util, "find_spec", lambda name: None if name == "pytest" else real(name)
+    )
+    with pytest.raises(ValueError, match="git on PATH.*'pytest'") as error:
+        make_release(ROOT, tmp_path / "edition", labs=["lab00"], autograder=tmp_path / "a.zip")
+    assert "'torch'" not in str(error.value), "torch is there"
+    assert not (tmp_path / "edition").exists() and not (tmp_path / "a.zip").exists()
+
+
+@in_student_release
+def test_a_failed_release_leaves_nothing_behind(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Catches a half-written edition (and zip) left by a release whose bundle failed: the
+    next release would need --force."""
+    from minitorch_dist.course import autograder
+
+    def fail(*args: object, **kwargs: object) -> None:
+        (tmp_path / "a.zip").write_text("half")
+        raise ValueError("collecting the graded tests failed")
+
+    monkeypatch.setattr(autograder, "write_bundle", fail)
+    with pytest.raises(ValueError, match="collecting"):
+        make_release(ROOT, tmp_path / "edition", labs=["lab00"], autograder=tmp_path / "a.zip")
+    assert not (tmp_path / "edition").exists() and not (tmp_path / "a.zip").exists()
+
+
+@in_student_release
+def test_the_readme_names_the_notebook_tasks_gradescope_does_not_grade(
+    assignment: tuple[Path, dict],
+) -> None:
+    """Catches an edition whose notebook exercises silently carry no points on Gradescope."""
+    dest, counts = assignment
+    manifest = json.loads((dest / "submission.json").read_text())
+    in_notebooks = sorted(t for t in counts if t.startswith("lab05") and t not in manifest["tasks"])
+    assert in_notebooks, "lab 5 has notebook exercises"
+    readme = (dest / "README.md").read_text()
+    assert f"notebook exercises ({', '.join(in_notebooks)}) are not part of the submission" in (
+        " ".join(readme.split())
+    )

@@ -23,7 +23,6 @@ import argparse
 import ast
 import json
 import os
-import re
 import shutil
 import stat
 import subprocess
@@ -98,7 +97,10 @@ def collect_graded(root: str | os.PathLike, labs: list[str]) -> dict[str, dict]:
     )
     lines = [x for x in done.stdout.splitlines() if x.startswith("GRADED=")]
     if done.returncode != 0 or not lines:
-        raise ValueError(f"collecting the graded tests of {labs} failed:\n{done.stdout[-3000:]}")
+        raise ValueError(
+            f"collecting the graded tests of {labs} with {sys.executable} failed:\n"
+            f"{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+        )
     return json.loads(lines[-1].removeprefix("GRADED="))
 
 
@@ -106,6 +108,8 @@ def task_targets(root: str | os.PathLike, manifest: dict) -> dict[str, str]:
     """``module:Qualname`` -> task, for each function that holds a solution block of the
     manifest's tasks (in the instructor's tree at ``root``): the functions whose calls the judge
     compares."""
+    from .release import _BEGIN  # the release's own marker syntax
+
     found: dict[str, str] = {}
     for task, files in manifest["tasks"].items():
         for rel in files:
@@ -113,7 +117,8 @@ def task_targets(root: str | os.PathLike, manifest: dict) -> dict[str, str]:
             tree, lines = ast.parse(text), text.splitlines()
             module = rel.removesuffix(".py").replace("/", ".").removesuffix(".__init__")
             for number, line in enumerate(lines, start=1):
-                if not re.match(rf"\s*# BEGIN SOLUTION {re.escape(task)}\b", line):
+                begin = _BEGIN.match(line)
+                if not begin or begin.group(2) != task:
                     continue
                 qualname = _enclosing(tree, number)
                 if qualname:

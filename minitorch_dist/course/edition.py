@@ -10,15 +10,19 @@ copies from a submission over the instructor's tree.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import re
+import shutil
 import subprocess
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 
 __all__ = [
     "MANIFEST_FILE",
+    "check_environment",
     "check_repo_url",
     "commit_edition",
     "read_manifest",
@@ -59,6 +63,25 @@ def _source_files(root: Path) -> list[Path]:
             ]
             files += [Path(dirpath) / f for f in filenames]
         return files
+
+
+def check_environment(autograder: bool) -> None:
+    """ValueError naming what the release needs and this environment lacks: git (the edition
+    is a repository) and, for ``--autograder``, pytest and torch in this Python (the release
+    collects and runs the graded tests with it)."""
+    missing = [] if shutil.which("git") else ["git on PATH"]
+    if autograder:
+        missing += [
+            f"the Python package {name!r} in {sys.executable}"
+            for name in ("pytest", "torch")
+            if importlib.util.find_spec(name) is None
+        ]
+    if missing:
+        raise ValueError(
+            "the release needs " + ", ".join(missing) + ": run it in the course's environment "
+            '(pip install -e ".[grade]" in the instructor\'s repository, then .venv/bin/python '
+            "-m minitorch_dist.release ...)"
+        )
 
 
 def check_repo_url(repo: str) -> str:
@@ -130,20 +153,31 @@ def commit_edition(dest: Path, repo: str | None) -> str:
 
 
 def student_readme(
-    counts: dict[str, int], labs: Sequence[str] | None, repo: str, autograded: bool = True
+    counts: dict[str, int],
+    labs: Sequence[str] | None,
+    repo: str,
+    autograded: bool = True,
+    notebook_tasks: Sequence[str] = (),
 ) -> str:
-    """The edition's README: what a student does (the instructor's README stays behind)."""
+    """The edition's README: what a student does (the instructor's README stays behind).
+    ``notebook_tasks``: the tasks answered in a lab notebook, which Gradescope does not grade."""
     chosen = sorted(set(labs)) if labs else sorted({task[:5] for task in counts})
     tasks = [t for t in sorted(counts) if t[:5] in chosen]
     first = tasks[0] if tasks else f"{chosen[0]}.1"
     name = repo_folder(repo)
+    notebook_note = (
+        f" The notebook exercises ({', '.join(notebook_tasks)}) are not part of the submission "
+        "and not graded on Gradescope: each checks itself in its notebook (`check_answer`)."
+        if notebook_tasks
+        else ""
+    )
     submit = (
         f"""
 ## Submit
 
 `python -m minitorch_dist.submit` writes `submission_{"_".join(chosen)}.zip` into this folder
-(exactly the package files that hold your tasks, listed in `{MANIFEST_FILE}`; a notebook's
-exercises check themselves in the notebook) and prints its path; upload that zip to Gradescope. The autograder copies only those files over the course's
+(exactly the package files that hold your tasks, listed in `{MANIFEST_FILE}`) and prints its
+path; upload that zip to Gradescope.{notebook_note} The autograder copies only those files over the course's
 own tree and runs the course's graded tests: tests or files of your own change nothing. In
 Colab, run `!cd /content/course && python -m minitorch_dist.submit`, then download the zip from
 the Files pane (right click, Download) or with `from google.colab import files;
@@ -167,7 +201,11 @@ source .venv/bin/activate    # each new shell: `python` and `jupyter` are the co
 ```
 
 That one line installs the package, the grader with its test dependencies, and JupyterLab:
-`.venv/bin/jupyter lab labs/` opens the labs.
+`.venv/bin/jupyter lab labs/` opens the labs. On Linux without an NVIDIA GPU, install the CPU
+build of torch first, before that line: `.venv/bin/pip install torch --index-url
+https://download.pytorch.org/whl/cpu` (a download of a few hundred MB; the default build brings
+several GB of CUDA libraries the labs do not need). With the CPU build the whole install takes
+a few minutes.
 
 In Colab, each lab's first cell clones this edition (tests included) into `/content/course`
 and installs it in editable mode: edit the package there from the Files pane (your edits apply

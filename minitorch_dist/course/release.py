@@ -46,6 +46,7 @@ from .edition import (
     _SKIP_DIRS,
     MANIFEST_FILE,
     _source_files,
+    check_environment,
     check_repo_url,
     commit_edition,
     student_readme,
@@ -177,10 +178,33 @@ def make_release(
         raise ValueError(f"{root} is already a student release; release from the instructor source")
     if dest == root or root in dest.parents:
         raise ValueError(f"dest={dest} must lie outside the source tree {root}")
+    if dest.exists() and not force:
+        raise ValueError(f"dest={dest} already exists (pass force=True / --force to replace)")
+    if autograder is not None and Path(autograder).resolve() in (root, dest):
+        raise ValueError(f"autograder={autograder} must be a zip file's path")
+    check_environment(autograder is not None)
     if dest.exists():
-        if not force:
-            raise ValueError(f"dest={dest} already exists (pass force=True / --force to replace)")
         shutil.rmtree(dest)
+    zip_existed = autograder is not None and Path(autograder).exists()
+    try:
+        return _write_release(root, dest, keep, labs, repo, source_repo, autograder, commit)
+    except BaseException:  # a failed release leaves nothing behind
+        shutil.rmtree(dest, ignore_errors=True)
+        if autograder is not None and not zip_existed:
+            Path(autograder).unlink(missing_ok=True)
+        raise
+
+
+def _write_release(
+    root: Path,
+    dest: Path,
+    keep: Callable[[str], bool] | None,
+    labs: Sequence[str] | None,
+    repo: str | None,
+    source_repo: str,
+    autograder: str | os.PathLike | None,
+    commit: bool,
+) -> dict:
     counts: dict[str, int] = {}
     files_of: dict[str, set[str]] = {}  # task -> package files holding its stub
     for src in _source_files(root):
@@ -213,7 +237,10 @@ def make_release(
     )
     chosen = sorted(set(labs)) if labs else sorted({t[:5] for t in counts})
     manifest = write_manifest(dest, chosen, files_of)
-    (dest / "README.md").write_text(student_readme(counts, labs, repo or source_repo))
+    in_notebooks = sorted(t for t in counts if t[:5] in chosen and t not in files_of)
+    (dest / "README.md").write_text(
+        student_readme(counts, labs, repo or source_repo, notebook_tasks=in_notebooks)
+    )
     if commit:
         commit_edition(dest, repo)
     if autograder is not None:
