@@ -1,6 +1,7 @@
 /* The book's own reading fixes, linked into every page by Jupyter Book (every .js in _static/):
-   - a table cell holding a number and its unit ("262.8 GiB", "3,381 of 11,593") is marked
-     .mt-nowrap, so the two stay on one line (reading.css);
+   - a table cell holding a number and its unit ("262.8 GiB", "3,381 of 11,593"), a single
+     short word ("llama-3-8b") or a short label is marked .mt-nowrap, so it stays on one line
+     (reading.css);
    - every figure (a picture in a figure or in a cell's output) is wrapped in a link to its own
      file, so a reader can open it at full size (a phone shows it 358 px wide otherwise).
    The browser check (minitorch_dist/course/browser_check_layout.py) fails a page where either
@@ -12,7 +13,12 @@
   function cells(root) {
     root.querySelectorAll("td, th").forEach(function (cell) {
       var text = cell.textContent.trim().replace(/\s+/g, " ");
-      if (NUMBER.test(text)) cell.classList.add("mt-nowrap");
+      // a number and its unit, one short word ("llama-3-8b" broken at its hyphens reads badly),
+      // or a short label ("dp8 tp8 pp1 sp"): a table with many such scrolls in its own box
+      var short = text.length <= 24 && !/\s/.test(text);
+      if (NUMBER.test(text) || short || (cell.tagName === "TD" && text.length <= 16)) {
+        cell.classList.add("mt-nowrap");
+      }
     });
   }
 
