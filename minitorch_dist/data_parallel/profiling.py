@@ -131,7 +131,7 @@ def plot_trace_phases(phases: dict[str, Any], title: str = "") -> BookFigure:
     one lane per collective below, in milliseconds since the forward began. The title (``title``,
     else a default), the legend and both axes' labels sit inside the picture (constrained
     layout), so none is cut off."""
-    fig = BookFigure(figsize=(9, 3.2), layout="constrained")
+    fig = BookFigure(figsize=(6.88, 3.0), layout="constrained")  # the column: shown 1:1
     ax = fig.subplots()
     colors = {"forward": "#4c72b0", "backward": "#55a868"}
     for label in ("forward", "backward"):
