@@ -74,7 +74,7 @@ def render_live(result: dict[str, Any]) -> str:
             _table(result["rows"], exact=True)
             + f'<p data-fits="{fits}">{_esc(result["verdict"])}</p>'
         )
-    parts = [f"<h4>{_esc(result['label'])} on {result['gpus']} GPUs</h4>"]
+    parts = [f"<h4>{_esc(result['label'])} on {result['gpus']:,} GPUs</h4>"]
     if not result["valid"]:
         parts.append(
             f'<p data-valid="false">not a valid configuration: {_esc(result["reason"])}</p>'
@@ -88,7 +88,7 @@ def render_live(result: dict[str, Any]) -> str:
             f"of {_esc(result['capacity'])} -- {verdict}</p>"
         )
         parts.append(_table(result["rows"], exact=False))
-        rank = result["rank"] or "-"
+        rank = f"{result['rank']:,}" if result["rank"] else "-"
         parts.append(
             f'<p data-rank="{result["rank"]}">{_esc(result["summary"])}; rank {rank} '
             f"of {result['fitting']:,} that fit</p>"
