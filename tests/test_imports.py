@@ -133,7 +133,14 @@ def test_an_editor_resolves_every_public_name_to_its_definition(package: str) ->
         pytest.skip(f"{package} exports nothing")
     code = f"from {package} import (\n" + "".join(f"    {n},\n" for n in names) + ")\n"
     code += "".join(f"{n}\n" for n in names)
-    script = jedi.Script(code, path=ROOT / "_go_to_definition.py", project=jedi.Project(ROOT))
+    # Inference in this process: jedi's default environment starts a helper process that
+    # outlives the test (tests/test_launch.py checks that no child process is left behind).
+    script = jedi.Script(
+        code,
+        path=ROOT / "_go_to_definition.py",
+        project=jedi.Project(ROOT),
+        environment=jedi.InterpreterEnvironment(),
+    )
     init = MODULES[package]
     wrong = {}
     for line, name in enumerate(names, start=len(names) + 3):
