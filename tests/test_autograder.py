@@ -463,3 +463,73 @@ def test_a_submitted_file_is_found_below_one_folder_and_links_are_ignored(tmp_pa
     (tmp_path / rel).symlink_to("/etc/hostname")
     assert _find(tmp_path, rel) == nested, "a link is not a submitted file"
     assert _find(tmp_path, "minitorch_dist/comm/ring.py") is None
+
+
+_SYNC = """
+import torch
+
+
+class Sync:
+    def __init__(self, module):
+        self.module = module
+
+    def finish(self):
+        {body}
+"""
+_SYNC_TEST = """
+import pytest
+import torch
+from course_pkg.sync import Sync
+
+
+@pytest.mark.lab07
+@pytest.mark.task("lab07.1")
+def test_finish_halves_the_gradients():
+    torch.manual_seed(0)
+    m = torch.nn.Linear(2, 2)
+    m.weight.grad, m.bias.grad = torch.ones(2, 2), torch.ones(2)
+    Sync(m).finish()
+    assert torch.equal(m.weight.grad, torch.full((2, 2), 0.5))
+"""
+
+
+def test_a_method_that_does_nothing_does_not_pass_on_a_forged_claim(tmp_path: Path) -> None:
+    """Catches a judge that checks only what a task's function returns: a method whose work is
+    a side effect (here, halving its module's gradients; it returns None either way) left
+    empty, with pytest's reports forged, is not scored, because the parameters and gradients
+    its object holds after the call differ from the reference's."""
+    from minitorch_dist.course import judge, verify
+
+    def tree(name: str, body: str) -> Path:
+        root = tmp_path / name
+        (root / "course_pkg").mkdir(parents=True)
+        (root / "tests").mkdir()
+        (root / "course_pkg" / "__init__.py").write_text("")
+        (root / "course_pkg" / "sync.py").write_text(_SYNC.format(body=body))
+        (root / "tests" / "test_sync.py").write_text(_SYNC_TEST)
+        (root / "pyproject.toml").write_text(
+            '[tool.pytest.ini_options]\nmarkers = ["lab07", "task(id)"]\n'
+        )
+        (root / "minitorch_dist").symlink_to(ROOT / "minitorch_dist")
+        return root
+
+    node = "tests/test_sync.py::test_finish_halves_the_gradients"
+    tests, targets = {node: {"task": "lab07.1"}}, {"course_pkg.sync:Sync.finish": "lab07.1"}
+    right = "for p in self.module.parameters():\n            p.grad = p.grad / 2"
+    runs = []
+    for i in range(2):
+        out = tmp_path / f"ref{i}"
+        claims = judge.run_tests(
+            tree(f"ref{i}", right), tests, out, targets, test_timeout=120, total_timeout=300
+        )
+        assert claims[node].status == "passed", claims[node]
+        runs.append(verify.read_recordings(judge.folder_of(out, node)))
+    expected = verify.reference(*runs)
+    assert verify.checks_anything(expected)
+    forged = tree("forged", "pass\n" + textwrap.indent(_FORGE_CLAIMS, ""))
+    (forged / "course_pkg" / "sync.py").write_text(_SYNC.format(body="pass") + _FORGE_CLAIMS)
+    out = tmp_path / "forged-out"
+    claims = judge.run_tests(forged, tests, out, targets, test_timeout=120, total_timeout=300)
+    assert claims[node].status == "passed", "the claim is forged"
+    why = verify.verify(expected, verify.read_recordings(judge.folder_of(out, node)))
+    assert why and "self.module after the call" in why, why

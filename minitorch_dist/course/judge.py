@@ -83,10 +83,15 @@ def _kill_session(sid: int) -> None:
             pass
 
 
+def _open_plain(path: Path) -> Any:
+    """``path`` opened for reading, not through a link (the child may plant one)."""
+    return os.fdopen(os.open(path, os.O_RDONLY | os.O_NOFOLLOW), "rb")
+
+
 def _events(path: Path, offset: int) -> tuple[list[dict], int]:
     """New well-formed entries of the child's events file from ``offset``."""
     try:
-        with open(path, "rb") as f:
+        with _open_plain(path) as f:
             f.seek(offset)
             data = f.read(_MAX_EVENTS)
     except OSError:
@@ -121,6 +126,8 @@ def run_tests(
     task, when that waited on it) are not run."""
     out.mkdir(parents=True, exist_ok=True)
     give_to(out, ids)
+    logs = out.with_name(out.name + "-logs")  # the judge's own: the child cannot plant links
+    logs.mkdir(mode=0o700)
     env = {k: v for k, v in os.environ.items() if k in ("PATH", "LANG", "LC_ALL", "TZ")}
     env.update(
         PYTHONPATH=str(tree),
@@ -147,7 +154,7 @@ def run_tests(
         if not todo or time.monotonic() > deadline:
             break
         rounds += 1
-        log = open(out / f"log-{rounds}.txt", "wb")
+        log = open(logs / f"log-{rounds}.txt", "wb")
         cmd = [sys.executable, "-m", "pytest", *todo, "-p", "minitorch_dist.course.record"]
         cmd += ["-q", "-p", "no:cacheprovider", "-o", "addopts=", "--rootdir", str(tree)]
         kwargs: dict[str, Any] = {}
@@ -202,7 +209,7 @@ def run_tests(
             )
         if len(results) == before:  # no progress: what is left did not run at all
             break
-    tail = _log_tail(out, rounds)
+    tail = _log_tail(logs, rounds)
     for nodeid in tests:
         if nodeid not in results:
             why = "did not run: its test file did not import, or the run stopped"
@@ -215,17 +222,17 @@ _FRAME = re.compile(r'File "([^"]+)", line (\d+) in (\S+)')
 
 def _stuck_at(pid: int, out: Path, tree: Path, targets: dict[str, str]) -> tuple[str, str] | None:
     """Where a stuck test is: the child's processes dump their stacks (record.py registers
-    SIGUSR1 with faulthandler); the innermost frame in a task's file gives (task, " at
+    SIGUSR2 with faulthandler); the innermost frame in a task's file gives (task, " at
     file:line in function: the line"). None when no frame is in a task's file."""
     stacks = out / "stacks.txt"
-    start = stacks.stat().st_size if stacks.exists() else 0
+    start = stacks.lstat().st_size if stacks.exists() else 0
     try:
-        os.killpg(pid, signal.SIGUSR1)
+        os.killpg(pid, signal.SIGUSR2)
     except OSError:
         return None
     time.sleep(1.5)
     try:
-        with open(stacks, "rb") as f:
+        with _open_plain(stacks) as f:
             f.seek(start)
             text = f.read(1 << 20).decode(errors="replace")
     except OSError:

@@ -6,7 +6,9 @@ code. ``$MINITORCH_DIST_RECORD_TARGETS`` names the functions that hold the assig
 (``module:Qualname``, JSON); each is wrapped in place (its ``__code__`` replaced, so every
 reference to it, in a dict, a class or another module, records too). Every call writes one file
 under the current test's folder: the function's return value (or the exception type it raised),
-its tensor arguments after the call and the families of collectives it called, as tensors and plain values (``torch.save``; the judge
+its tensor arguments after the call, for a method what it left visible in its object (public
+numbers, the parameters and gradients of the modules and optimizers it holds) and the families
+of collectives it called, as tensors and plain values (``torch.save``; the judge
 loads them with ``weights_only=True``). Forked ranks inherit the wrapper and write their own
 files, keyed by their rank.
 
@@ -160,6 +162,36 @@ def _count_collectives() -> None:
                 setattr(module, name, counted)
 
 
+def _has_state(obj: Any) -> bool:
+    import torch
+
+    return hasattr(obj, "__dict__") and not isinstance(obj, (type, torch.Tensor))
+
+
+def _state(obj: Any) -> dict:
+    """What a method leaves visible in its object: the public numbers and strings, and the
+    values and gradients of the parameters of the modules and optimizers it holds (itself
+    included), not its private buffers (which a right solution may arrange its own way)."""
+    import torch
+
+    def params(ps: Any) -> list:
+        return [[p, p.grad] for p in list(ps)[:512]]
+
+    out: dict[str, Any] = {}
+    if isinstance(obj, torch.nn.Module):
+        out["parameters"] = params(obj.parameters())
+    for name, value in list(vars(obj).items())[:256]:
+        if name.startswith("_"):
+            continue
+        if isinstance(value, torch.nn.Module):
+            out[name] = params(value.parameters())
+        elif isinstance(value, torch.optim.Optimizer):
+            out[name] = params(p for g in value.param_groups for p in g["params"])
+        elif value is None or isinstance(value, (bool, int, float, str)):
+            out[name] = value
+    return out
+
+
 def _call(key: str, args: tuple, kwargs: dict) -> Any:
     import torch
 
@@ -178,6 +210,8 @@ def _call(key: str, args: tuple, kwargs: dict) -> Any:
     try:
         tensors = [a for a in (*args, *kwargs.values()) if isinstance(a, torch.Tensor)]
         entry = {"returned": _convert(result), "tensors": _convert(tensors)}
+        if args and _has_state(args[0]):  # a method: what it left in its object
+            entry["state"] = _convert(_state(args[0]))
         _save(key, {**entry, "comm": sorted(used)})
     except Exception:
         pass
@@ -240,18 +274,19 @@ def pytest_addoption(parser: Any) -> None:
         pass
 
 
-_stacks: Any = None  # where SIGUSR1 makes every process of the child dump its stack
+_stacks: Any = None  # where SIGUSR2 makes every process of the child dump its stack
 
 
 def pytest_configure(config: Any) -> None:
     global _stacks
     base = os.environ.get(RECORD_DIR_ENV)
-    if base:  # the judge asks a stuck test where it is (forked ranks inherit the handler)
+    if base:  # the judge asks a stuck test where it is (forked ranks inherit the handler;
+        # not SIGUSR1, which the launcher's ranks take for their own deadlock reports)
         import faulthandler
         import signal
 
         _stacks = open(os.path.join(base, "stacks.txt"), "a")
-        faulthandler.register(signal.SIGUSR1, file=_stacks, all_threads=True)
+        faulthandler.register(signal.SIGUSR2, file=_stacks, all_threads=True)
     install(json.loads(os.environ.get(TARGETS_ENV, "[]")))
 
 

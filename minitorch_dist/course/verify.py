@@ -150,6 +150,10 @@ def _differ(a: dict, b: dict, exact: bool = False) -> str | None:
     if missing:
         return f"it called no {', '.join(missing)} where the reference did"
     found = _value(a.get("returned"), b.get("returned"), "the returned value", exact)
+    if found is None and isinstance(a.get("state"), dict):  # the reference's attributes only
+        state = b.get("state") if isinstance(b.get("state"), dict) else {}
+        for name, value in a["state"].items():
+            found = found or _value(value, state.get(name), f"self.{name} after the call", exact)
     if found or len(a.get("tensors", [])) != len(b.get("tensors", [])):
         return found
     return _value(a.get("tensors"), b.get("tensors"), "a tensor argument (after the call)", exact)
