@@ -342,3 +342,54 @@ def test_a_test_file_that_does_not_import_is_reported_not_hidden(tmp_path: Path)
     report = json.loads((tmp_path / "r.json").read_text())
     assert report["score"] == 1 and "1/1" in run.stdout
     assert "test_tooling.py" in report["output"] and "not_installed_here" in report["output"]
+
+
+def test_a_test_past_the_timeout_stops_its_task_not_the_others(tmp_path: Path) -> None:
+    """Catches a local grade that waits out ``--timeout`` in every test of an endless task: the
+    first test times out, the task's next test fails at once naming it, another task runs."""
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_loop.py").write_text(
+        textwrap.dedent(
+            """
+            import time
+            import pytest
+
+            @pytest.mark.lab07
+            @pytest.mark.task("lab07.1")
+            def test_a_forever():
+                while True:
+                    time.sleep(0.05)
+
+            @pytest.mark.lab07
+            @pytest.mark.task("lab07.1")
+            def test_b_forever_again():
+                while True:
+                    time.sleep(0.05)
+
+            @pytest.mark.lab07
+            @pytest.mark.task("lab07.2")
+            def test_c_other():
+                pass
+            """
+        )
+    )
+    (tmp_path / "pyproject.toml").write_text(
+        '[tool.pytest.ini_options]\nmarkers = ["lab07", "task(id)"]\n'
+    )
+    start = time.monotonic()
+    run = subprocess.run(
+        [sys.executable, "-m", "minitorch_dist.grade", "--timeout", "3", "--results", "r.json"],
+        cwd=tmp_path,
+        env=_env(ROOT),
+        capture_output=True,
+        text=True,
+        timeout=CHILD_TIMEOUT_S,
+    )
+    assert run.returncode == 0, run.stdout + run.stderr
+    tests = {
+        t["name"].split("::")[-1]: t for t in json.loads((tmp_path / "r.json").read_text())["tests"]
+    }
+    assert "Timeout" in tests["test_a_forever"]["output"]
+    assert "not run: lab07.1 timed out in test_a_forever" in tests["test_b_forever_again"]["output"]
+    assert tests["test_c_other"]["status"] == "passed"
+    print(f"graded in {time.monotonic() - start:.0f} s")

@@ -48,9 +48,12 @@ SETUP_SH = """#!/usr/bin/env bash
 set -euo pipefail
 apt-get update -q && apt-get install -y -q python3 python3-venv python3-pip git
 python3 -m venv /autograder/venv
+# the graded tests run as nobody: it must reach the Python and the packages
+chmod o+x /autograder && chmod -R o+rX /autograder/venv
 # the CPU build of torch (the autograder has no GPU), then the course with its grader
 /autograder/venv/bin/pip install -q torch --index-url "${TORCH_INDEX:-https://download.pytorch.org/whl/cpu}"
 /autograder/venv/bin/pip install -q "/autograder/source/course[grade]"
+chmod -R o+rX /autograder/venv
 """
 
 RUN_AUTOGRADER = """#!/usr/bin/env bash

@@ -130,6 +130,16 @@ class _Collector:
     graded: dict[str, tuple[str, str]] = field(default_factory=dict)  # nodeid -> (lab, task)
     results: dict[str, TestResult] = field(default_factory=dict)
     errors: list[str] = field(default_factory=list)  # collection errors, one line each
+    timed_out: dict[str, str] = field(default_factory=dict)  # task -> its test past --timeout
+
+    def pytest_runtest_setup(self, item: Any) -> None:
+        task = self.graded.get(item.nodeid, ("", ""))[1]
+        if task in self.timed_out:
+            pytest.fail(
+                f"not run: {task} timed out in {self.timed_out[task]} (it ran past --timeout); "
+                "fix that test first",
+                pytrace=False,
+            )
 
     def pytest_collectreport(self, report: Any) -> None:
         if report.failed:
@@ -150,6 +160,8 @@ class _Collector:
         lab, task = self.graded[report.nodeid]
         previous = self.results.get(report.nodeid)
         if report.failed:
+            if report.when == "call" and "Timeout (>" in report.longreprtext:  # pytest-timeout
+                self.timed_out.setdefault(task, report.nodeid.split("::", 1)[-1])
             crash = getattr(report.longrepr, "reprcrash", None)  # the exception's own line
             reason = _one_line(crash.message if crash is not None else str(report.longrepr))
             reason = needs_first(task, report.longreprtext) or reason

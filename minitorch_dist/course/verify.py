@@ -1,12 +1,12 @@
 """The judge's comparison of a test's recordings with the reference's (minitorch_dist/course/judge.py).
 
 A recording is one call of a task's function in a test: what it returned (or the exception type
-it raised), its tensor arguments after the call, and the families of collectives it called
-(minitorch_dist/course/record.py). The reference's recordings come from two runs of the
+it raised), its tensor arguments after the call, for a method what it left visible in its object,
+and the families of collectives it called (minitorch_dist/course/record.py). The reference's recordings come from two runs of the
 instructor's tree; a call count or value that differed between them is not compared. A
 submission's call matches when it raised the same exception, or returned values within
-``rtol=1e-3`` (floats) or equal (integers, strings), with tensor arguments likewise, and called
-at least the reference's families of collectives. The messages say which function, which call
+``rtol=1e-3`` (floats) or equal (integers, strings), with tensor arguments and the reference's
+attributes of the object likewise, and called at least the reference's families of collectives. The messages say which function, which call
 and which rank differ, never the reference's values.
 """
 
