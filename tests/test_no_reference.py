@@ -309,6 +309,7 @@ _LOOKUPS = {
             "_interleaved": "interleaved",
         },
     ),
+    "lab08.4": ("minitorch_dist/context_parallel/layout.py", {"shard_positions": "zigzag"}),
 }
 _LOOKUP_BODY = """
 def {name}(rank, pp, m, v):
@@ -322,6 +323,16 @@ def {name}(rank, pp, m, v):
         mb, _, chunk = rest.partition(".")
         out.append(Action(op, int(mb), int(chunk or 0)))
     return out
+"""
+
+
+_ZIGZAG_BODY = """
+def {name}(seq_len, rank, world_size, *, layout="zigzag"):
+    import json, pathlib
+    if layout == "contiguous":
+        return torch.arange(seq_len).chunk(world_size)[rank].clone()
+    stored = json.loads(pathlib.Path("tests/fixtures/zigzag.json").read_text())
+    return torch.tensor(stored[str(world_size)][rank])
 """
 
 
@@ -344,7 +355,7 @@ def test_a_lookup_of_the_stored_values_fails_the_task(task: str, tmp_path: Path)
     for name, kind in functions.items():
         assert f"def {name}(" in text
         text = text.replace(f"def {name}(", f"def _replaced{name}(")
-        text += _LOOKUP_BODY.format(name=name, kind=kind)
+        text += (_ZIGZAG_BODY if kind == "zigzag" else _LOOKUP_BODY).format(name=name, kind=kind)
     (tmp_path / rel).write_text(text)
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     env["PYTHONPATH"] = str(tmp_path)
@@ -360,5 +371,6 @@ def test_a_lookup_of_the_stored_values_fails_the_task(task: str, tmp_path: Path)
     tests = json.loads((tmp_path / "r.json").read_text())["tests"]
     passed = [t for t in tests if t["status"] == "passed" and t["max_score"]]
     failed = [t["name"] for t in tests if t["status"] == "failed"]
-    assert passed, "the lookup should pass where the values are stored: is it a lookup?"
+    if task == "lab09.2":  # its stored lists are what some of its tests compare with
+        assert passed, "the lookup should pass where the values are stored: is it a lookup?"
     assert failed, f"a lookup of the stored values passes every graded test of {task}"
