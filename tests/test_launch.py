@@ -351,3 +351,20 @@ def test_forked_autograd_refusal_says_what_to_do() -> None:
     reports[1] = _Report(1, True)
     with pytest.raises(RankError, match=r"rank 0 of 2 failed .*launch\(fn, 1\)"):
         _raise_if_failed(reports, [], 2, 60.0, ["", ""], ["", ""])
+
+
+def test_a_platform_without_fork_gets_told_where_to_run(monkeypatch):
+    """Catches Python's bare "cannot find context for 'fork'" on Windows: the error names the
+    platform and where the labs run instead (WSL 2, Colab, torchrun)."""
+    import multiprocessing
+
+    from minitorch_dist.launching import LaunchError
+    from minitorch_dist.launching import launcher as launcher_module
+
+    def no_fork(method: str | None = None) -> None:
+        raise ValueError(f"cannot find context for {method!r}")
+
+    monkeypatch.setattr(multiprocessing, "get_context", no_fork)
+    monkeypatch.setattr(launcher_module.mp, "get_context", no_fork)
+    with pytest.raises(LaunchError, match="cannot fork.*WSL 2 on Windows, or in Colab"):
+        launch(lambda rank, world_size: rank, 2)

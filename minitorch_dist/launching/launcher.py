@@ -111,6 +111,18 @@ def _shown_ranks(ranks: int | Sequence[int] | str, world_size: int) -> list[int]
     return chosen
 
 
+def _fork_context() -> Any:
+    """multiprocessing's "fork", or a ``LaunchError`` saying where the labs run instead."""
+    try:
+        return mp.get_context("fork")
+    except ValueError:  # "cannot find context for 'fork'": Windows has no fork
+        raise LaunchError(
+            f"emulated ranks are forked processes, and this platform ({sys.platform}) cannot "
+            "fork. Run the labs on Linux or macOS, in WSL 2 on Windows, or in Colab; or run a "
+            "script on each rank with torchrun (minitorch_dist.torchrun(script, nproc))"
+        ) from None
+
+
 def _fork_and_join(
     fn: Callable[..., Any],
     world_size: int,
@@ -119,7 +131,7 @@ def _fork_and_join(
     shown: list[int],
     backend: str,
 ) -> list[Any]:
-    ctx = mp.get_context("fork")
+    ctx = _fork_context()
     # A socket listening on a port the OS chose (two launches never collide); rank 0 serves the
     # rendezvous store on it. The parent starts no store thread of its own: forking a process
     # while a store thread holds a lock can leave a child deadlocked.
