@@ -25,6 +25,7 @@ import importlib
 import inspect
 import json
 import os
+import threading
 import time
 import types
 from typing import Any
@@ -58,6 +59,12 @@ def to_data(x: Any, depth: int = 0) -> Any:
             t = x.detach()
             if t.device.type == "meta" or t.is_sparse:
                 return {"shape": list(t.shape), "dtype": str(t.dtype)}
+            if t.numel():  # a storage freed in place (ZeRO-3's resize_(0)): do not read it
+                extent = t.storage_offset() + sum(
+                    (n - 1) * st for n, st in zip(t.shape, t.stride())
+                )
+                if t.untyped_storage().nbytes() < (extent + 1) * t.element_size():
+                    return {"shape": list(t.shape), "dtype": str(t.dtype), "freed": True}
             t = t.to("cpu")
             if t.numel() > MAX_ELEMENTS:
                 d = t.double()
@@ -138,7 +145,13 @@ FAMILIES = {
     "gather": "gather",
     "scatter": "scatter",
 }
-_active: list[set[str]] = []  # the families used by each recorded call in progress
+_local = threading.local()  # .active: the families used by each recorded call of this thread
+
+
+def _active() -> list[set[str]]:
+    if not hasattr(_local, "active"):
+        _local.active = []
+    return _local.active
 
 
 def _count_collectives() -> None:
@@ -152,7 +165,7 @@ def _count_collectives() -> None:
             continue
 
         def counted(*args: Any, _f: Any = original, _family: str = family, **kwargs: Any) -> Any:
-            for used in _active:
+            for used in _active():
                 used.add(_family)
             return _f(*args, **kwargs)
 
@@ -196,7 +209,8 @@ def _call(key: str, args: tuple, kwargs: dict) -> Any:
     import torch
 
     used: set[str] = set()
-    _active.append(used)
+    stack = _active()
+    stack.append(used)
     try:
         result = _originals[key](*args, **kwargs)
     except BaseException as e:
@@ -206,7 +220,8 @@ def _call(key: str, args: tuple, kwargs: dict) -> Any:
             pass
         raise
     finally:
-        _active.remove(used)
+        while stack and stack.pop() is not used:  # this call's entry (and any left above it)
+            pass
     try:
         tensors = [a for a in (*args, *kwargs.values()) if isinstance(a, torch.Tensor)]
         entry = {"returned": _convert(result), "tensors": _convert(tensors)}
