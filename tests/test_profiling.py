@@ -8,7 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from minitorch_dist.data_parallel.profiling import load_trace, plot_trace_phases, profile_ddp_step
+from minitorch_dist.data_parallel.profiling import (
+    load_trace,
+    plot_trace_phases,
+    profile_ddp_step,
+    trace_phases,
+)
 
 
 def test_trace_of_a_ddp_step(tmp_path: Path) -> None:
@@ -24,9 +29,11 @@ def test_trace_of_a_ddp_step(tmp_path: Path) -> None:
     assert all({"name", "ph", "ts", "dur", "pid", "tid"} <= e.keys() for e in events)
     assert sum(e["name"] == "gloo:all_reduce" for e in events) == phases["buckets"] > 1
     assert len(phases["collectives"]) == phases["buckets"]
-    step_end = phases["backward"][1]
+    step_end = phases["wait"][1]
+    assert phases["backward"][0] < phases["backward"][1] == phases["wait"][0] <= step_end
     assert all(0 < a <= b <= step_end for a, b, _ in phases["collectives"])
     assert 0.0 <= phases["overlap"] <= 1.0 and phases["operators"] > 100
+    assert phases["threads"] >= 1
     assert plot_trace_phases(phases, title="test")._repr_png_()[:4] == b"\x89PNG"
 
 
@@ -35,6 +42,29 @@ def test_load_trace_rejects_other_json(tmp_path: Path) -> None:
     bad.write_text(json.dumps({"events": []}))
     with pytest.raises(ValueError, match="not a Chrome trace"):
         load_trace(bad)
+
+
+def _event(name: str, ts: float, dur: float, tid: int = 1, cat: str = "cpu_op") -> dict:
+    return {"name": name, "ph": "X", "ts": ts, "dur": dur, "pid": 1, "tid": tid, "cat": cat}
+
+
+def test_overlap_ends_with_the_last_autograd_event_not_the_final_wait() -> None:
+    """Catches the overlap that was 100 % by construction: the ``backward`` annotation includes
+    the final callback that waits on every bucket, so any collective lies inside it. The
+    backward compute ends with the last autograd event (the last gradient hook), as
+    ``timeline.overlap_fraction`` ends it; a collective that runs after it is exposed."""
+    events = [
+        _event("forward", 0, 1000, cat="user_annotation"),
+        _event("backward", 1000, 9000, cat="user_annotation"),  # ends at 10000: the wait too
+        _event("autograd::engine::evaluate_function: MmBackward0", 1100, 2900),
+        _event("autograd::engine::evaluate_function: torch::autograd::AccumulateGrad", 4000, 0),
+        _event("gloo:all_reduce", 3000, 2000, tid=2, cat="user_annotation"),  # 1000 hidden
+        _event("gloo:all_reduce", 4000, 6000, tid=3, cat="user_annotation"),  # 0 hidden
+    ]
+    phases = trace_phases(sorted(events, key=lambda e: e["ts"]))
+    assert phases["backward"] == (1000.0, 4000.0) and phases["wait"] == (4000.0, 10000.0)
+    assert phases["overlap"] == pytest.approx(1000 / 8000)
+    assert phases["threads"] == 2
 
 
 PHASES = {
@@ -58,7 +88,7 @@ def test_trace_figure_has_title_labels_and_legend_inside_the_picture() -> None:
     assert [t.get_text() for t in legend.get_texts()] == [
         "forward",
         "backward",
-        "collective (gloo thread)",
+        "collective (gloo threads)",
     ]
     renderer = fig.canvas.get_renderer()
     box = fig.bbox

@@ -101,9 +101,13 @@ def load_trace(path: str | Path) -> list[dict[str, Any]]:
 
 
 def trace_phases(events: list[dict[str, Any]]) -> dict[str, Any]:
-    """Times in microseconds from a traced step: the ``forward`` and ``backward`` spans, each
-    collective (events whose name starts with ``gloo:`` or ``nccl:``) as ``(start, end)`` relative
-    to the forward's start, and the share of communication time that ran under the backward."""
+    """Times in microseconds from a traced step: the ``forward`` span; the ``backward`` compute,
+    from its annotation's start to the end of the last autograd event
+    (``autograd::engine::evaluate_function``, the last gradient hook included); the ``wait``
+    after it, to the annotation's end (the final callback waiting on every bucket); each
+    collective (events whose name starts with ``gloo:`` or ``nccl:``) as ``(start, end)``
+    relative to the forward's start; and the share of communication time that ran under the
+    backward compute (``overlap``), measured as ``timeline.overlap_fraction`` measures it."""
     spans = {e["name"]: e for e in events if e["name"] in ("forward", "backward")}
     if spans.keys() != {"forward", "backward"}:
         raise ValueError(f"trace lacks forward/backward annotations, found {sorted(spans)}")
@@ -114,15 +118,24 @@ def trace_phases(events: list[dict[str, Any]]) -> dict[str, Any]:
         if e["name"].startswith(("gloo:", "nccl:"))
     ]
     b_start = spans["backward"]["ts"] - t0
-    b_end = b_start + spans["backward"]["dur"]
+    b_end = b_start + spans["backward"]["dur"]  # the annotation: the final wait included
+    autograd = [
+        e["ts"] + e["dur"] - t0
+        for e in events
+        if e["name"].startswith("autograd::engine::evaluate_function")
+        and b_start <= e["ts"] - t0 <= b_end
+    ]
+    compute_end = max(autograd, default=b_end)
     total = sum(end - start for start, end, _ in comm)
-    under = sum(max(0.0, min(end, b_end) - max(start, b_start)) for start, end, _ in comm)
+    under = sum(max(0.0, min(end, compute_end) - max(start, b_start)) for start, end, _ in comm)
     return {
         "forward": (0.0, float(spans["forward"]["dur"])),
-        "backward": (float(b_start), float(b_end)),
+        "backward": (float(b_start), float(compute_end)),
+        "wait": (float(compute_end), float(b_end)),
         "collectives": comm,
         "overlap": under / total if total else 0.0,
         "operators": sum(1 for e in events if e.get("cat") == "cpu_op"),
+        "threads": len({e["tid"] for e in events if e["name"].startswith(("gloo:", "nccl:"))}),
     }
 
 
@@ -133,17 +146,17 @@ def plot_trace_phases(phases: dict[str, Any], title: str = "") -> BookFigure:
     layout), so none is cut off."""
     fig = BookFigure(figsize=(6.88, 3.0), layout="constrained")  # the column: shown 1:1
     ax = fig.subplots()
-    colors = {"forward": "#4c72b0", "backward": "#55a868"}
-    for label in ("forward", "backward"):
+    colors = {"forward": "#4c72b0", "backward": "#55a868", "wait": "#c44e52"}
+    for label in [k for k in ("forward", "backward", "wait") if k in phases]:
         a, b = phases[label]
         ax.broken_barh([(a / 1e3, (b - a) / 1e3)], (1.1, 0.8), color=colors[label], label=label)
     comm = phases["collectives"]
     lane = 0.8 / max(1, len(comm))
     for k, (a, b, _) in enumerate(comm):
-        label = "collective (gloo thread)" if k == 0 else None
+        label = "collective (gloo threads)" if k == 0 else None
         y = 0.9 - (k + 1) * lane
         ax.broken_barh([(a / 1e3, (b - a) / 1e3)], (y, lane * 0.85), color="#dd8452", label=label)
-    ax.set_yticks([0.5, 1.5], ["communication\n(gloo thread)", "main thread\n(compute)"])
+    ax.set_yticks([0.5, 1.5], ["communication\n(gloo threads)", "main thread\n(compute)"])
     ax.set_ylim(0, 2)
     ax.set_xlabel("time since the forward began (ms), from the profiler's trace")
     ax.set_ylabel("thread")
@@ -151,7 +164,7 @@ def plot_trace_phases(phases: dict[str, Any], title: str = "") -> BookFigure:
     fig.legend(loc="outside lower center", ncol=3, frameon=False)
     fig.description = (
         f"{ax.get_title()}: a timeline in ms of the main thread's forward and backward above "
-        f"and {len(comm)} collectives on the gloo thread below; "
-        f"{phases['overlap']:.0%} of the communication time ran under the backward"
+        f"and {len(comm)} collectives on the gloo threads below; "
+        f"{phases['overlap']:.0%} of the communication time ran under the backward compute"
     )
     return fig
