@@ -444,6 +444,32 @@ def test_comm_counter_sees_torch_ddp_all_reduce_on_cpu() -> None:
         assert [s["all_reduce"] for s in steps] == [collective_bytes("all_reduce", nbytes, n)] * 3
 
 
+def _first_buckets(rank: int, world_size: int, cap_mb: float | None) -> list[bool]:
+    from minitorch_dist.data_parallel.speed import wrap
+
+    def model() -> nn.Module:
+        torch.manual_seed(0)
+        return nn.Sequential(*[nn.Linear(512, 512) for _ in range(4)])  # 1 MiB per weight
+
+    ours = wrap("bucketed", model(), bucket_cap_mb=cap_mb)
+    theirs = wrap("torch_ddp", model(), bucket_cap_mb=cap_mb)
+    config = theirs._bucket_config  # torch 2.13: the caps DDP hands to its reducer
+    order = ours.params[::-1]
+    first = [order[i] for i in build_buckets(order, config.first_bucket_bytes_cap)[0]]
+    return [
+        ours.bucket_cap_bytes == config.bucket_bytes_cap,
+        [id(p) for p in ours.buckets[0].params] == [id(p) for p in first],
+    ]
+
+
+@pytest.mark.parametrize("cap_mb", [None, 25.0, 4.0])
+def test_speed_comparison_gives_both_wrappers_the_same_buckets(cap_mb: float | None) -> None:
+    """Catches the benchmark that compared unlike settings: passing ``bucket_cap_mb=25``
+    explicitly makes torch's DDP drop its 1 MiB first bucket (it keeps it only while the cap is
+    left at its default), while ours kept it. ``speed.wrap`` gives both the same caps."""
+    assert launch(_first_buckets, 1, cap_mb) == [[True, True]]
+
+
 # -- torch's options: given plumbing, not graded --------------------------------------------
 class Branchy(nn.Module):
     """Rows whose first token is 0 go through ``extra``; ``never`` is used by no row. A rank

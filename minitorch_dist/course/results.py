@@ -5,7 +5,7 @@ starts with the machine (``cpu-2core_...``, ``h100_...``) and its first lines na
 The figures a script reports as a ratio are bold: ``- bucketed / torch DDP step time: **0.88**``.
 
     >>> bold_figures("cpu-2core_ddp_vs_torch", "bucketed / torch DDP step time")
-    [0.88, 0.78]
+    [1.06, 0.86, 0.78, 0.81, 1.0, 0.98]
 
 Tables are read by the heading above them: ``table_rows(name, "CUDA, bfloat16")`` returns the
 rows of the first table under a heading that starts with those words, as dictionaries keyed by

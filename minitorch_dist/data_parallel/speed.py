@@ -30,13 +30,20 @@ __all__ = ["VARIANTS", "compare_variants", "wrap"]
 VARIANTS = ("naive", "bucketed", "torch_ddp")
 
 
-def wrap(variant: str, model: nn.Module, *, bucket_cap_mb: float = 25.0) -> nn.Module:
-    """``model`` wrapped by one of :data:`VARIANTS` (torch's DDP on the model's device)."""
+def wrap(variant: str, model: nn.Module, *, bucket_cap_mb: float | None = None) -> nn.Module:
+    """``model`` wrapped by one of :data:`VARIANTS` (torch's DDP on the model's device), with the
+    same buckets on both sides. ``bucket_cap_mb=None``: each wrapper's defaults, 25 MiB with a
+    1 MiB first bucket. An explicit cap makes torch's DDP drop its small first bucket (it keeps
+    1 MiB only while ``bucket_cap_mb`` is left at its default), so ours drops it too."""
     check_choice("variant", variant, VARIANTS)
     if variant == "naive":
         return DataParallelNaive(model)
     if variant == "bucketed":
-        return DataParallelBucket(model, bucket_cap_mb=bucket_cap_mb)
+        if bucket_cap_mb is None:
+            return DataParallelBucket(model)
+        return DataParallelBucket(
+            model, bucket_cap_mb=bucket_cap_mb, first_bucket_cap_mb=bucket_cap_mb
+        )
     on_gpu = next(model.parameters()).is_cuda  # torch_ddp
     ids = [torch.cuda.current_device()] if on_gpu else None
     return nn.parallel.DistributedDataParallel(model, device_ids=ids, bucket_cap_mb=bucket_cap_mb)
@@ -56,7 +63,7 @@ def compare_variants(
     seq_len: int = 64,
     steps: int = 3,
     repeats: int = 5,
-    bucket_cap_mb: float = 25.0,
+    bucket_cap_mb: float | None = None,
     variants: tuple[str, ...] = VARIANTS,
     device: str = "cpu",
 ) -> dict[str, Any]:
