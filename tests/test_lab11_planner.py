@@ -82,6 +82,25 @@ def test_experts_shard_over_dp_over_ep():
 
 @pytest.mark.lab11
 @pytest.mark.task("lab11.2")
+def test_zero_shards_over_dp_times_cp():
+    """Catches sharding over dp alone when cp > 1: the cp ranks of a sequence hold the same
+    weights and reduce their gradients together, so ZeRO shards over dp x cp (Megatron-LM's
+    distributed optimizer with context parallelism, torchtitan's dp_shard_cp); experts over
+    dp / ep x cp."""
+    c = ParallelConfig(dp=4, cp=2, zero=1)
+    got = rank_memory(L8, c, seq_len=S, global_batch=B)
+    assert got["optimizer"] == 12 * -(-N8 // 8)
+    three = rank_memory(L8, ParallelConfig(dp=4, cp=2, zero=3), seq_len=S, global_batch=B)
+    assert three["params"] == 2 * -(-N8 // 8)
+    mixtral = as_model("mixtral-8x7b")
+    dense, expert = mixtral.params_per_rank(tp=1, pp=1, ep=2)
+    moe = ParallelConfig(dp=4, cp=2, ep=2, zero=1)
+    got = rank_memory(mixtral, moe, seq_len=S, global_batch=B)
+    assert got["optimizer"] == 12 * -(-dense // 8) + 12 * -(-expert // 4)
+
+
+@pytest.mark.lab11
+@pytest.mark.task("lab11.2")
 def test_first_stage_holds_p_micro_batches_last_stage_one():
     """Catches activations of one micro-batch on every stage (1F1B's first stage holds p of
     them), or p on every stage, or a last stage without the loss's log-probabilities."""

@@ -150,3 +150,44 @@ def test_expert_parallel_ranks_sum_the_load_and_keep_one_bias() -> None:
     assert runs[0]["bias"] == runs[1]["bias"]
     mean = sum(summed) / 4
     assert runs[0]["bias"] == [0.5 * ((mean > n) - (mean < n)) for n in summed]
+
+
+def _dp4_ep2_rank(rank: int, world_size: int) -> dict:
+    """dp = 4 ranks, ep = 2: two expert-parallel groups, {0, 1} and {2, 3}."""
+    groups = [dist.new_group([0, 1]), dist.new_group([2, 3])]
+    torch.manual_seed(0)
+    block = MoEBlock(16, dataclasses.replace(CFG, experts=4))
+    layer = apply_expert_parallel(block, groups[rank // 2])
+    torch.manual_seed(100 + rank)  # each rank routes its own tokens, two micro-batches
+    for _ in range(2):
+        layer(torch.randn(8, 16)).sum().backward()
+    local = layer.router.load.clone()
+    try:
+        update_routing_bias(layer, 0.5)  # no group on an expert-parallel model
+        refused = False
+    except ValueError:
+        refused = True
+    (total,) = update_routing_bias(layer, 0.5, group=dist.group.WORLD)  # every dp rank
+    return {
+        "local": local.tolist(),
+        "total": total.tolist(),
+        "bias": layer.router.bias.tolist(),
+        "refused": refused,
+    }
+
+
+def test_the_bias_load_is_summed_over_every_data_parallel_rank_when_dp_exceeds_ep() -> None:
+    """Catches a bias update that sums the load over the expert-parallel group only (or not at
+    all): with dp = 4 and ep = 2 the two ep groups' copies of the bias would drift apart. Summed
+    over all four data-parallel ranks and both micro-batches, the copies move alike; an
+    expert-parallel model without a group is refused."""
+    runs = launch(_dp4_ep2_rank, 4)
+    summed = [sum(r["local"][e] for r in runs) for e in range(4)]
+    assert sum(summed) == 4 * 2 * 8 * 2  # 4 ranks, 2 micro-batches of 8 tokens, top-2
+    assert all(r["total"] == summed for r in runs)
+    assert all(r["bias"] == runs[0]["bias"] for r in runs)
+    mean = sum(summed) / 4
+    assert runs[0]["bias"] == [0.5 * ((mean > n) - (mean < n)) for n in summed]
+    assert all(r["refused"] for r in runs)
+    halves = [[a + b for a, b in zip(runs[i]["local"], runs[i + 1]["local"])] for i in (0, 2)]
+    assert halves[0] != halves[1]  # each ep group alone would have moved its bias differently

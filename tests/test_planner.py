@@ -36,6 +36,7 @@ from minitorch_dist.planner import (
     completions,
     evaluate_published,
     in_flight,
+    micro_batches,
     peak_memory,
     plan,
     rank,
@@ -122,7 +123,36 @@ def test_comm_bytes_equal_the_per_package_closed_forms():
         micro_batch=1, seq_len=2048, hidden=8192, tp=4, sp=True
     )
     psi = L70.llama.num_params_per_rank(tp=4, pp=4)
-    assert got["dp"] == zero_comm_bytes(psi, 1, 2, grad_acc=m)
+    assert got["dp"] == zero_comm_bytes(psi, 1, 2 * 2, grad_acc=m)  # over dp x cp = 4 ranks
+
+
+def test_the_gradient_ring_runs_over_dp_times_cp_ranks():
+    """Catches a ZeRO exchange over the dp ranks alone when cp > 1: the gradient reduce-scatter
+    and the parameter all-gather run over the dp x cp ranks holding the same weights, a block
+    of dp cp ranks tp apart (TP innermost, then CP, then DP); experts over dp / ep x cp. And
+    the search tries ZeRO when dp = 1 but cp > 1 (there is something to shard)."""
+    c = ParallelConfig(dp=8, tp=4, cp=2, zero=1)  # 64 GPUs: the group of 16 has 2 per node
+    m = micro_batches(c, KW["global_batch"])
+    psi = L70.llama.num_params_per_rank(tp=4)
+    sent = comm_bytes(L70, c, **KW)["dp"]
+    assert sent == zero_comm_bytes(psi, 1, 16, grad_acc=m)
+    link = H100.link(16, 4)
+    assert link.bandwidth == multi_node_ring_bandwidth(
+        intra_bandwidth=H100.intra_bandwidth, nic_bandwidth=H100.nic_share, nics_per_node=2, nodes=8
+    )
+    passes = sent * 16 / (15 * 2 * psi)  # ring passes, each 15 messages
+    assert step_time(L70, H100, c, **KW).dp == pytest.approx(
+        sent / link.bandwidth + passes * 15 * link.alpha, rel=1e-12
+    )
+    mixtral = as_model("mixtral-8x7b")
+    moe = ParallelConfig(dp=4, cp=2, ep=2, zero=1)
+    dense, expert = mixtral.params_per_rank(tp=1, pp=1, ep=2)
+    got = comm_bytes(mixtral, moe, seq_len=4096, global_batch=64)
+    assert got["dp"] == zero_comm_bytes(dense, 1, 8, grad_acc=16)
+    assert got["dp_expert"] == zero_comm_bytes(expert, 1, 4, grad_acc=16)
+    only = {"dp": 1, "tp": 8, "pp": 1, "cp": 8, "micro_batch": 1}
+    rows = plan(as_model("llama-3-8b"), H100, **KW, only=only).rows
+    assert {r.config.zero for r in rows} == {0, 1, 2, 3}
 
 
 def test_ep_bytes_equal_the_all_to_all_closed_form():

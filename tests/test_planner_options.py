@@ -38,7 +38,8 @@ CONFIGS = [
 
 
 def _overlap_closed_form(config: ParallelConfig, off) -> float:  # noqa: ANN001
-    """T = (t_c + t_tp + t_cp + t_ep + max(0, t_pp - t_c)) (1 + f) + max(0, t_dp - W) + t_off."""
+    """T = (t_c + t_tp + t_cp + t_ep + max(0, t_pp - t_c)) (1 + f)
+    + max(0, t_grad - W_bwd) + max(0, t_param - W_fwd) + t_off."""
     c, seq = config, KW["seq_len"]
     m = micro_batches(c, KW["global_batch"])
     tokens = KW["global_batch"] * seq
@@ -46,10 +47,17 @@ def _overlap_closed_form(config: ParallelConfig, off) -> float:  # noqa: ANN001
     if c.recompute == "selective":
         hardware += 4 * L8.llama.layers * seq * L8.llama.hidden * tokens
     beta = 1 - L8.flops_per_token(seq, "none") * tokens / 3 / hardware
-    window = {0: beta / m, 1: beta / m, 2: beta, 3: 1.0}[c.zero] * off.compute
+    # gradients under backward: the last micro-batch's (ZeRO-0/1) or every one's (ZeRO-2/3)
+    w_bwd = {0: beta / m, 1: beta / m, 2: beta, 3: beta}[c.zero] * off.compute
+    # parameters under the next step's first forward (ZeRO-1/2) or every forward (ZeRO-3)
+    w_fwd = {0: 0.0, 1: (1 - beta) / m, 2: (1 - beta) / m, 3: 1 - beta}[c.zero] * off.compute
+    layers = L8.llama.layers // c.pp
+    if c.zero == 3:  # the step's first forward gather is exposed
+        w_fwd = min(w_fwd, off.dp_param * (1 - 1 / (m * layers)))
     f = bubble_fraction(c.pp, m, c.v)
     exposed = off.compute + off.tp + off.cp + off.ep + max(0.0, off.pp - off.compute)
-    return exposed * (1 + f) + max(0.0, off.dp - window) + off.offload
+    grad = off.dp - off.dp_param
+    return exposed * (1 + f) + max(0.0, grad - w_bwd) + max(0.0, off.dp_param - w_fwd) + off.offload
 
 
 @pytest.mark.parametrize("config", CONFIGS, ids=lambda c: c.label())
@@ -71,11 +79,37 @@ def test_overlap_off_is_the_default_and_on_equals_its_closed_form(config: Parall
 
 
 def test_overlap_hides_dp_when_the_backward_is_long_enough() -> None:
-    """Catches an overlap that hides nothing (or everything) of ZeRO-3's exchange."""
+    """Catches an overlap that hides nothing (or everything) of ZeRO-3's exchange: its backward
+    gathers and reduce-scatters (2/3 of the bytes) hide under backward, its forward gathers
+    under forward, all but the step's first one (one layer's of the m L forward gathers)."""
     c = ParallelConfig(dp=64, zero=3)
     off = step_time(L8, CLUSTER, c, **KW)
     on = step_time(L8, CLUSTER, c, **KW, overlap=True)
-    assert off.dp > 0 and on.dp == max(0.0, off.dp - off.compute)
+    m, layers = micro_batches(c, KW["global_batch"]), L8.llama.layers
+    assert math.isclose(off.dp_param, off.dp / 3, rel_tol=1e-12)
+    assert off.dp > 0 and math.isclose(on.dp, off.dp_param / (m * layers), rel_tol=1e-9)
+
+
+def test_zero1_parameter_gather_hides_under_the_next_forward_not_the_last_backward() -> None:
+    """Catches a window that hides ZeRO-1's parameter all-gather under the last micro-batch's
+    backward: it can start only after the optimizer step, so it hides under the next step's
+    first forward; the gradient reduce-scatter (the other half) under the last backward."""
+    c = ParallelConfig(dp=64, zero=1)
+    off = step_time(L8, CLUSTER, c, **KW)
+    on = step_time(L8, CLUSTER, c, **KW, overlap=True)
+    m = micro_batches(c, KW["global_batch"])
+    assert m == 2 and math.isclose(off.dp_param, off.dp / 2, rel_tol=1e-12)
+    assert on.dp_param < off.dp_param  # some of the gather hides, under a forward
+    first_forward = (off.compute - _backward(c, off)) / m
+    assert math.isclose(on.dp_param, max(0.0, off.dp_param - first_forward), rel_tol=1e-12)
+
+
+def _backward(config: ParallelConfig, off) -> float:  # noqa: ANN001
+    """beta t_c: the step's compute after its forward passes."""
+    seq, tokens = KW["seq_len"], KW["global_batch"] * KW["seq_len"]
+    hardware = L8.flops_per_token(seq, config.recompute) * tokens
+    hardware += 4 * L8.llama.layers * seq * L8.llama.hidden * tokens  # selective
+    return (1 - L8.flops_per_token(seq, "none") * tokens / 3 / hardware) * off.compute
 
 
 def test_plan_overlap_off_equals_todays_rows() -> None:
@@ -154,6 +188,9 @@ def test_hsdp_memory_and_bytes_equal_the_closed_form(zero: int) -> None:
     assert math.isclose(got["dp_replica"], across, rel_tol=1e-12)
     assert got["dp"] + got["dp_replica"] == hsdp_comm_bytes(psi, zero, d, g, grad_acc=m)
     assert replica_all_reduce_bytes(psi, g, g) == 0
+    # the all-reduce after every micro-batch's reduce-scatter, not deferred: m times the across
+    eager = hsdp_comm_bytes(psi, zero, d, g, grad_acc=m, defer=False)
+    assert math.isclose(eager - got["dp"], m * across, rel_tol=1e-12) and m > 1
 
 
 def test_hsdp_is_refused_where_it_is_not_modelled() -> None:

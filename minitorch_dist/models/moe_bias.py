@@ -83,14 +83,28 @@ def biased_routers(model: nn.Module) -> list[BiasedRouter]:
 @torch.no_grad()
 def update_routing_bias(model: nn.Module, speed: float, *, group: Any = None) -> list[torch.Tensor]:
     """After a step: for every :class:`BiasedRouter` of ``model``, b += speed * sign(mean load -
-    load) over the choices counted since the last update (summed over ``group`` first, when
-    given: the whole batch's load, so that every rank moves its copy of the bias alike), then
-    reset the count. Returns the loads used, one (E,) tensor per router."""
+    load) over the choices counted since the last update (every micro-batch of the step), then
+    reset the count. Returns the loads used, one (E,) tensor per router.
+
+    ``group``: every rank that routes a share of the step's tokens with a copy of this router,
+    the data-parallel x context-parallel ranks (the expert-parallel ones are among them); the
+    load is summed over it first, the whole batch's load, so that every copy of the bias moves
+    alike, as Megatron-LM sums it over its data-parallel group with context parallelism. Only
+    when ep = dp and cp = 1 is that the expert-parallel group; with dp > ep, summing over the
+    ep group alone lets the copies of different ep groups drift apart. An expert-parallel model
+    needs a ``group`` of at least its ep ranks (ValueError)."""
     check_positive("speed", speed)
     routers = biased_routers(model)
     if not routers:
         raise ValueError(
             "the model has no BiasedRouter (build its MoEConfig with router_bias=True)"
+        )
+    ep = max((getattr(m, "ep", 1) for m in model.modules() if hasattr(m, "router")), default=1)
+    size = 1 if group is None else dist.get_world_size(group)
+    if ep > 1 and size < ep:
+        raise ValueError(
+            f"an expert-parallel model (ep={ep}) routes the step's tokens on several ranks: "
+            f"pass group=, every data-parallel x context-parallel rank (got {size} rank(s))"
         )
     loads = []
     for router in routers:

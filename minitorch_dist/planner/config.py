@@ -24,18 +24,18 @@ RECOMPUTE = ("none", "selective", "full")
 class ParallelConfig:
     """How the job is cut. Every field has the meaning of its chapter."""
 
-    dp: int = 1  # data-parallel replicas (chapter 5); ZeRO shards over them (chapter 6)
+    dp: int = 1  # data-parallel replicas (chapter 5); ZeRO shards over dp x cp (chapter 6)
     tp: int = 1  # tensor-parallel ranks (chapter 7), innermost in the grid
     pp: int = 1  # pipeline stages (chapter 9)
     v: int = 1  # virtual stages per pipeline rank (interleaved 1F1B); 1 = plain 1F1B
     cp: int = 1  # context-parallel ranks, the sequence cut in 2 cp zig-zag chunks (chapter 8)
     ep: int = 1  # expert-parallel ranks, taken from the data-parallel ones (chapter 10)
     sp: bool = False  # sequence parallelism inside the TP group (chapter 7)
-    zero: int = 1  # ZeRO stage 0-3 over the dp ranks (chapter 6)
+    zero: int = 1  # ZeRO stage 0-3 over the dp x cp ranks (chapter 6)
     recompute: str = "selective"  # "none" | "selective" | "full" (chapter 3)
     micro_batch: int = 1  # sequences per micro-batch (chapter 4)
     offload: bool = False  # optimizer states in CPU memory (ZeRO-Offload, chapter 6)
-    shard_group: int = 0  # HSDP: ZeRO shards over groups of this many dp ranks; 0 = all dp
+    shard_group: int = 0  # HSDP: ZeRO shards over groups of this many dp ranks (x cp); 0 = all dp
 
     def __post_init__(self) -> None:
         for name in ("dp", "tp", "pp", "v", "cp", "ep", "micro_batch"):
@@ -52,13 +52,23 @@ class ParallelConfig:
 
     @property
     def shard(self) -> int:
-        """Ranks the ZeRO states are sharded over: the HSDP shard group, or every dp rank."""
-        return self.shard_group or self.dp
+        """Ranks the dense ZeRO states are sharded over and their gradients reduced over: the
+        dp ranks (or HSDP's shard group of them) times the cp ranks. The cp ranks of one
+        sequence hold the same weights and each computes a partial gradient of them, so the
+        gradient is reduced, and the states sharded, over ``dp x cp`` -- as Megatron-LM's
+        distributed optimizer (``with_context_parallel=True``) and torchtitan (``dp_shard_cp``)
+        do."""
+        return (self.shard_group or self.dp) * self.cp
+
+    @property
+    def expert_shard(self) -> int:
+        """Ranks an expert's ZeRO states are sharded over: its ``dp / ep`` replicas times cp."""
+        return self.dp // self.ep * self.cp
 
     @property
     def replicas(self) -> int:
-        """HSDP's replica groups (1 without HSDP): dp / shard."""
-        return self.dp // self.shard
+        """HSDP's replica groups (1 without HSDP): dp / shard_group."""
+        return self.dp // (self.shard_group or self.dp)
 
     def key(self) -> tuple:
         """A total order on configurations, for deterministic ranking of equal times."""

@@ -21,8 +21,9 @@ bandwidth + messages x alpha``):
 
 A pipeline runs ``m`` micro-batches plus a bubble of ``(p - 1) / v`` of them
 (:func:`~minitorch_dist.pipeline.bubble_fraction`; Narayanan et al. 2021, section 2.2), then the
-data-parallel ranks exchange gradients and parameters,
-:func:`~minitorch_dist.zero.measure.zero_comm_bytes` (Rajbhandari et al. 2020, section 7):
+``dp x cp`` ranks that hold the same weights (``ParallelConfig.shard``; experts' ``dp / ep x cp``)
+exchange gradients and parameters, :func:`~minitorch_dist.zero.measure.zero_comm_bytes`
+(Rajbhandari et al. 2020, section 7):
 
     T = m t_mb (1 + (p - 1) / (v m)) + t_dp (+ t_offload)
 
@@ -30,20 +31,25 @@ By default nothing overlaps: every byte is on the critical path, the pessimistic
 hide most of the DP traffic behind backward and CP's ring behind attention). Offload adds the
 gradient shard down and the parameters back over PCIe (``pcie_bandwidth``, assumed).
 
-``overlap=True`` hides two kinds of traffic behind compute, as the frameworks do: the pipeline
-sends behind the next micro-batch's products (Megatron-LM's ``overlap_p2p_comm``)
-and the data-parallel exchange behind backward (bucketed gradient reduction, Li et al. 2020,
-section 3.2.3; ZeRO-3's gathers prefetched, Rajbhandari et al. 2020). With ``t_c`` the compute,
-``beta = 1 - F_fwd / F`` the share of the step's FLOPs after the forward pass and ``W`` the
-backward the exchange can run under (``beta t_c / m``, the last micro-batch's backward, for ZeRO
-0-1, which reduce once; ``beta t_c`` for ZeRO-2, which reduce-scatters every micro-batch; ``t_c``
-for ZeRO-3, whose gathers also run ahead of forward):
+``overlap=True`` hides the pipeline and data-parallel traffic behind compute, each in the window
+where a framework can run it; TP, CP and EP stay exposed. It is a mode, not a bound: a real run
+can beat it by hiding those three too (chapter 7's overlapped TP, chapter 8's ring behind block
+attention, chapter 9's DualPipe). The pipeline sends hide behind the next micro-batch's products
+(Megatron-LM's ``overlap_p2p_comm``). The ZeRO exchange splits in two, as
+:func:`~minitorch_dist.zero.measure.zero_comm_bytes` counts it. The gradient reduction
+(bucketed, Li et al. 2020, section 3.2.3) runs under backward: the last micro-batch's,
+``beta t_c / m``, for ZeRO-0/1, which reduce once; all of it, ``beta t_c``, for ZeRO-2/3, which
+reduce-scatter every micro-batch (ZeRO-3's backward gathers with them). The parameter
+all-gather of ZeRO-1/2 can start only after the optimizer step, so it hides under the next
+step's first forward, ``(1 - beta) t_c / m`` (Megatron-LM's ``--overlap-param-gather``);
+ZeRO-3's forward gathers are prefetched under the forward, ``(1 - beta) t_c``, except the
+step's first one, one layer's of the ``m L`` forward gathers, which nothing runs before. With
+``t_c`` the compute and ``beta = 1 - F_fwd / F`` the share of the step's FLOPs after the forward:
 
     T = (t_c + t_tp + t_cp + t_ep + max(0, t_pp - t_c)) (1 + (p - 1) / (v m))
-        + max(0, t_dp - W) + t_offload
+        + max(0, t_grad - W_bwd) + max(0, t_param - W_fwd) + t_offload
 
-``StepTime.hidden`` is the seconds that came off. TP, CP and EP stay exposed (chapter 7's
-overlapped TP is not in the model).
+``StepTime.hidden`` is the seconds that came off.
 
 HSDP (``shard_group`` g, :mod:`.hsdp`): the ZeRO exchange runs over the shard group's link and
 the replicas' all-reduce of the gradient shard over the link of the ``dp / g`` replicas
@@ -74,6 +80,8 @@ from .memo import (  # the per-package closed forms, memoised (same numbers)
 __all__ = ["PCIE_BANDWIDTH", "StepTime", "comm_bytes", "step_time"]
 
 PCIE_BANDWIDTH = 25e9  # bytes/s host <-> device, assumed (PCIe 4.0 x16 is 32 GB/s peak)
+# the share of zero_comm_bytes(..., grad_acc=m) that gathers parameters before a forward
+PARAM_SHARE = {0: lambda m: 0.0, 1: lambda m: 0.5, 2: lambda m: 1 / (m + 1), 3: lambda m: 1 / 3}
 AXES = ("tp", "cp", "ep", "pp")
 
 
@@ -93,6 +101,7 @@ class StepTime:
     mfu: float  # model FLOPs (6 N + attention, no recomputation) per second over the peak
     tflops_per_gpu: float  # FLOP/s per GPU counting recomputation, Narayanan's eq. (3) / 1e12
     hidden: float = 0.0  # seconds of pp and dp traffic hidden behind compute (overlap=True)
+    dp_param: float = 0.0  # the part of dp that gathers parameters before a forward (ZeRO-1-3)
 
 
 def _stage_layers(model, config: ParallelConfig) -> tuple[int, int]:  # noqa: ANN001
@@ -148,9 +157,9 @@ def comm_bytes(
     if c.shard > 1:
         out["dp"] = zero_comm_bytes(dense, c.zero, c.shard, grad_acc=m)
     if c.replicas > 1:
-        out["dp_replica"] = replica_all_reduce_bytes(dense, c.dp, c.shard)
-    if expert and c.dp // c.ep > 1:
-        out["dp_expert"] = zero_comm_bytes(expert, c.zero, c.dp // c.ep, grad_acc=m)
+        out["dp_replica"] = replica_all_reduce_bytes(dense, c.dp * c.cp, c.shard)
+    if expert and c.expert_shard > 1:
+        out["dp_expert"] = zero_comm_bytes(expert, c.zero, c.expert_shard, grad_acc=m)
     return out
 
 
@@ -206,20 +215,26 @@ def step_time(
         times[axis] = sent[axis] / link.bandwidth + messages[axis] * link.alpha
     per_step = compute + sum(times.values())  # m micro-batches of work on stage 0
     bubble = per_step * bubble_fraction(c.pp, m, c.v)
-    dp = 0.0
-    for key, size in (("dp", c.shard), ("dp_expert", c.dp // c.ep), ("dp_replica", c.replicas)):
+    dp_parts = dict.fromkeys(("dp", "dp_expert", "dp_replica"), 0.0)
+    for key, size in (("dp", c.shard), ("dp_expert", c.expert_shard), ("dp_replica", c.replicas)):
         if sent[key]:
-            apart = {"dp": 1, "dp_expert": c.ep, "dp_replica": c.shard}[key]
-            link = cluster.link(size, stride["dp"] * apart)
+            link = cluster.link(size, _dp_stride(cluster, c, key))
             ring_passes = sent[key] * size / ((size - 1) * _state_bytes(model, c, key))
-            dp += sent[key] / link.bandwidth + ring_passes * (size - 1) * link.alpha
+            dp_parts[key] = sent[key] / link.bandwidth + ring_passes * (size - 1) * link.alpha
+    dp = sum(dp_parts.values())
     # END SOLUTION
+    param = (dp_parts["dp"] + dp_parts["dp_expert"]) * PARAM_SHARE[c.zero](m)
     check_bool("overlap", overlap)
     hidden = 0.0
     if overlap:  # the module docstring's closed form
-        after_forward = 1 - model.flops_per_token(seq_len, "none") * tokens / 3 / hardware
-        window = {0: after_forward / m, 1: after_forward / m, 2: after_forward, 3: 1.0}[c.zero]
-        hidden_pp, hidden_dp = min(times["pp"], compute), min(dp, window * compute)
+        beta = 1 - model.flops_per_token(seq_len, "none") * tokens / 3 / hardware
+        w_bwd = beta * compute / (m if c.zero < 2 else 1)
+        w_fwd = (1 - beta) * compute / (m if c.zero < 3 else 1)
+        if c.zero == 3:  # the step's first gather: one layer's of the m L forward gathers
+            w_fwd = min(w_fwd, param * (1 - 1 / (m * layers)))
+        hidden_pp = min(times["pp"], compute)
+        hidden_dp = min(dp - param, w_bwd) + min(param, w_fwd)
+        param -= min(param, w_fwd)
         share = bubble / per_step  # the bubble's share of the work, (p - 1) / (v m)
         times["pp"] -= hidden_pp
         per_step -= hidden_pp
@@ -227,7 +242,7 @@ def step_time(
         dp -= hidden_dp
         hidden = hidden_pp * (1 + share) + hidden_dp
     dense, expert = model.params_per_rank(tp=c.tp, pp=c.pp, ep=c.ep, stage=0)
-    shard = -(-dense // c.shard) + -(-expert // (c.dp // c.ep)) if c.zero else dense + expert
+    shard = -(-dense // c.shard) + -(-expert // c.expert_shard) if c.zero else dense + expert
     offload = 4 * shard / PCIE_BANDWIDTH if c.offload else 0.0  # 16-bit grads down, params up
     total = per_step + bubble + dp + offload
     model_flops = model.flops_per_token(seq_len, "none") * tokens
@@ -244,7 +259,24 @@ def step_time(
         / (total * cluster.gpus)
         / 1e12,
         hidden=hidden,
+        dp_param=param,
     )
+
+
+def _dp_stride(cluster, c: ParallelConfig, key: str) -> int:  # noqa: ANN001
+    """The stride of a ring with as many members per node as the ``key`` group has: the dp x cp
+    group (shard group x cp under HSDP) is a block of ranks ``tp`` apart; the replicas sit
+    ``tp cp g`` apart; an expert's group is its cp ranks ``tp`` apart times its dp / ep
+    replicas ``tp cp ep`` apart."""
+    if key == "dp_replica":
+        return c.tp * c.shard
+    if key == "dp" or c.ep == 1:
+        return c.tp
+    gpn = cluster.gpus_per_node
+    per_node = min(c.cp, max(1, gpn // c.tp)) * min(
+        c.dp // c.ep, max(1, gpn // (c.tp * c.cp * c.ep))
+    )
+    return max(1, gpn // per_node)
 
 
 def _state_bytes(model, config: ParallelConfig, key: str) -> int:  # noqa: ANN001

@@ -3,10 +3,12 @@
 Model states (chapter 6): the parameters one rank holds,
 :meth:`~minitorch_dist.models.LlamaConfig.num_params_per_rank`, at 16 bytes each for
 mixed-precision Adam (Rajbhandari et al. 2020, section 3.1), ZeRO stage k sharding the optimizer
-states (k >= 1), gradients (k >= 2) and parameters (k = 3) over the ``dp`` ranks
-(:func:`~minitorch_dist.memory.model_state_bytes`). Experts are replicated over ``dp / ep`` ranks
-only, so their ZeRO shard is ``1 / (dp / ep)``. Under HSDP (``shard_group`` g, :mod:`.hsdp`) the
-dense states are sharded over the g ranks of a shard group, ``1 / g`` each.
+states (k >= 1), gradients (k >= 2) and parameters (k = 3) over the ``dp x cp`` ranks that hold
+the same weights (:func:`~minitorch_dist.memory.model_state_bytes`; the cp ranks of a sequence
+reduce their gradients together, so they share the shard, as in Megatron-LM's distributed
+optimizer and torchtitan's ``dp_shard_cp``). Experts are replicated over ``dp / ep`` ranks
+only, so their ZeRO shard is ``1 / (dp / ep x cp)``. Under HSDP (``shard_group`` g,
+:mod:`.hsdp`) the dense states are sharded over the ``g x cp`` ranks of a shard group.
 
 Activations (chapters 3, 7, 8): one layer of one micro-batch stores
 :func:`~minitorch_dist.memory.activation_bytes` -- Korthikanti et al. 2022, section 4, Table 2:
@@ -62,9 +64,9 @@ def rank_memory(
     llama = model.llama
     dense, expert = model.params_per_rank(tp=c.tp, pp=c.pp, ep=c.ep, stage=stage)
     m = micro_batches(c, global_batch)
-    # BEGIN SOLUTION lab11.2: model states sharded over dp (experts over dp/ep), activations in flight
+    # BEGIN SOLUTION lab11.2: states sharded over dp x cp (experts dp/ep x cp), activations in flight
     states = model_state_bytes(dense, zero_stage=c.zero, dp=c.shard, offload=c.offload)
-    experts = model_state_bytes(expert, zero_stage=c.zero, dp=c.dp // c.ep, offload=c.offload)
+    experts = model_state_bytes(expert, zero_stage=c.zero, dp=c.expert_shard, offload=c.offload)
     per_layer = activation_bytes(
         seq_len=seq_len,
         micro_batch=c.micro_batch,

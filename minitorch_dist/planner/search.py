@@ -2,8 +2,8 @@
 
 A *layout* is ``(tp, pp, cp, dp, v, ep, micro_batch)``; on each valid layout the planner tries
 every setting of the knobs that change memory against time: sequence parallelism, ZeRO stage,
-recomputation and offload (ZeRO only with dp > 1: with one replica there is nothing to shard, and
-stages 1-3 would be the same configuration as stage 0 under another name). A layout that breaks a rule (:func:`~.config.validate`) is one
+recomputation and offload (ZeRO only with dp x cp > 1: with one rank per weight there is nothing
+to shard, and stages 1-3 would be the same configuration as stage 0 under another name). A layout that breaks a rule (:func:`~.config.validate`) is one
 rejected row with the rule's message; a configuration that does not fit is rejected with its
 bytes. The fitting ones are ranked by predicted step time, ties broken by the configuration's
 fields, so the order is the same on every machine.
@@ -183,7 +183,7 @@ def plan(
         groups = [0] + [g for g in shard_groups if 1 < g < dp and dp % g == 0 and ep == 1]
         for sp, zero, recompute, offload, group in product(
             (False, True) if tp > 1 else (False,),
-            (0, 1, 2, 3) if dp > 1 else (0,),
+            (0, 1, 2, 3) if dp * cp > 1 else (0,),
             RECOMPUTE,
             (False, True),
             groups,
