@@ -2,11 +2,11 @@
 
     python benchmarks/live_widgets.py _build/html [--repeat 3] [--out benchmarks/results/cpu-2core_live_widgets.json]
 
-Opens chapter 1 and chapter 11 of the built book from ``file://`` (as a reader who double-clicks
+Opens chapter 1 and chapter 12 of the built book from ``file://`` (as a reader who double-clicks
 ``index.html``), every request but ``file:``, ``blob:`` and ``data:`` aborted, and measures with
 the page's own clock: the seconds from the widget's scrolling into view (its first interaction) to
 ``data-state="ready"`` (Pyodide started from the book's files, the arithmetic imported, the first
-answer shown; chapter 11's first answer ranks the chapter's example problem, in parts, with its
+answer shown; chapter 12's first answer ranks the chapter's example problem, in parts, with its
 progress shown), of which ``python_start_s`` is Pyodide's own start; then the seconds one change
 of a control takes (the predictor's ZeRO stage; the planner's tp, same problem, and its GPUs, a
 new ranking). While the planner ranks, a timer ticks every 50 ms in the page:
@@ -14,7 +14,7 @@ new ranking). While the planner ranks, a timer ticks every 50 ms in the page:
 Python ranked (how long a click waits at most), ``planner_longest_blocked_s`` the same from the
 first interaction on (Pyodide's start runs on the page's thread too), and
 ``planner_progress_messages`` how many progress lines the reader saw. Last, the ranking of
-chapter 11's example alone, in Python: in the page's Pyodide and in this CPython. Each page is
+chapter 12's example alone, in Python: in the page's Pyodide and in this CPython. Each page is
 opened in a fresh browser context, so nothing is cached between the two. With ``--repeat n``
 each figure is the median of n runs (a fresh browser each). The one-minute load average is read
 before and after (other work on the machine slows every figure).
@@ -30,10 +30,10 @@ import statistics
 import time
 from pathlib import Path
 
-from minitorch_dist.course.browser_check import CHAPTER_1, CHAPTER_11, LOCAL_SCHEMES, chromium
+from minitorch_dist.course.browser_check import CHAPTER_1, CHAPTER_12, LOCAL_SCHEMES, chromium
 
 READY_MS = 180_000
-EXAMPLE = ("llama-3-70b", "dgx-h100", 1024, 1024, 4096)  # chapter 11's problem (GPUS, BATCH, SEQ)
+EXAMPLE = ("llama-3-70b", "dgx-h100", 1024, 1024, 4096)  # chapter 12's problem (GPUS, BATCH, SEQ)
 WATCH_JS = """el => {  // a 50 ms timer and the status lines, kept on window.__watch
   const w = window.__watch = {last: performance.now(), longest: 0, ranking: 0, lines: new Set(),
                               was: ''};
@@ -88,7 +88,7 @@ def measure(html: Path) -> dict[str, float]:
     with chromium() as browser:
         for path, kind, changes in (
             (CHAPTER_1, "predictor", (("zero_stage", "3"),)),
-            (CHAPTER_11, "planner", (("tp", "4"), ("gpus", "512"))),
+            (CHAPTER_12, "planner", (("tp", "4"), ("gpus", "512"))),
         ):
             context = browser.new_context()
             page = context.new_page()

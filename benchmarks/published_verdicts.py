@@ -1,4 +1,4 @@
-"""Chapter 11's published runs (``minitorch_dist.planner.published``): for each, the full search
+"""Chapter 12's published runs (``minitorch_dist.planner.published``): for each, the full search
 the chapter's table needs, of which it keeps three things: the published layout's rank among the
 configurations that fit, how many fit, and the planner's own choice. The fourteen searches take
 about seventy seconds of one CPU core, so the chapter reads them from this script's table
@@ -40,7 +40,7 @@ def rows() -> list[dict[str, object]]:
 def markdown(table: list[dict[str, object]]) -> str:
     columns = ["run", "rank", "fitting", *FIELDS]
     lines = [
-        "# The planner on published training runs (chapter 11)",
+        "# The planner on published training runs (chapter 12)",
         "",
         f"Python {platform.python_version()}; `evaluate_published` on each run of `PUBLISHED`:",
         "the published layout's rank among the fitting configurations (`None`: it does not fit),",

@@ -32,7 +32,7 @@ ARCHITECTURE.md (at the repository's root) has the layering rules and the public
     pipeline/      schedules as data, stages, one runtime, a simulator                   chapter 9
     expert_parallel/  router, capacity, all-to-all dispatch and combine (models/moe)     chapter 10
     parallel3d/    the one place that composes techniques on a grid                      chapter 11
-    planner/       fits, costs and ranks layouts from the techniques' closed forms       chapter 11
+    planner/       fits, costs and ranks layouts from the techniques' closed forms       chapter 12
     arithmetic     the torch-free layer: the closed forms, the memory predictor and the
                    planner import without torch (the book runs them in the browser)
     viz/           the ipywidgets memory predictor and planner (nothing else imports it)

@@ -4,7 +4,7 @@ Everything the book predicts before anything runs is arithmetic on a model's sha
 of the model states and activations (:mod:`minitorch_dist.memory.prediction`, chapter 1), the
 bytes each technique sends (the ``cost`` modules of chapters 5-10), the FLOPs of a step
 (:mod:`minitorch_dist.memory.flops`) and the planner that combines them into a ranking of layouts
-(:mod:`minitorch_dist.planner`, chapter 11). None of it needs torch, numpy or matplotlib, and it
+(:mod:`minitorch_dist.planner`, chapter 12). None of it needs torch, numpy or matplotlib, and it
 must not import them: the book's live widgets run this layer in the reader's browser (Pyodide:
 CPython and its standard library, no torch), and a reader can try the planner without
 installing torch.

@@ -63,7 +63,7 @@ COURSE_MODULES = {
 # tests/test_layout.py checks that each name is a test.
 SLOW_TESTS = {
     "test_accumulate.py::test_peak_memory_follows_the_micro_batch_not_the_global_batch",
-    "test_ch11_planner_exercises.py::test_chapter_ex3_slower_ports_cost_the_old_choice_more",
+    "test_ch12_planner_exercises.py::test_chapter_ex3_slower_ports_cost_the_old_choice_more",
     "test_comm_cost_viz.py::test_live_collectives_leave_what_the_figure_says",
     "test_comm_cost_viz.py::test_simulated_ring_ends_with_every_sum_everywhere",
     "test_context_parallel.py::test_ring_keeps_less_than_allgather",

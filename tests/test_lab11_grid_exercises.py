@@ -1,4 +1,4 @@
-"""The answers to the exercises of lab 11 (part 1) and of chapter 11's main page, recomputed.
+"""The answers to the exercises of lab 11 and of chapter 11, recomputed.
 
 Each answer is computed twice: by the package (what the lab's and the page's cells check
 against) and by hand from the tiny Llama's shape and the grid's numbering (tp innermost:

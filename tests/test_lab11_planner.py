@@ -1,4 +1,4 @@
-"""The planner's fit test and cost model (lab11.2) and choosing a configuration (lab11.3).
+"""The planner's fit test and cost model (lab12.1) and choosing a configuration (lab12.2).
 
 Each expected number is worked by hand from the formulas the chapter derives (ZeRO's shards,
 Korthikanti's activations times the micro-batches in flight, the ring's ``(t - 1) / t``, the
@@ -49,9 +49,9 @@ def _per_layer(**kw: object) -> int:
     return activation_bytes(**args)
 
 
-# -- lab11.2: the fit test ---------------------------------------------------------------------
-@pytest.mark.lab11
-@pytest.mark.task("lab11.2")
+# -- lab12.1: the fit test ---------------------------------------------------------------------
+@pytest.mark.lab12
+@pytest.mark.task("lab12.1")
 def test_zero_shards_the_optimizer_over_dp():
     """Catches forgetting that ZeRO divides by dp: stage 1 keeps 12 bytes per parameter of a
     1/dp shard, stage 3 shards the 16-bit parameters too."""
@@ -68,8 +68,8 @@ def assert_states(got: dict, **want: int) -> bool:
     return True
 
 
-@pytest.mark.lab11
-@pytest.mark.task("lab11.2")
+@pytest.mark.lab12
+@pytest.mark.task("lab12.1")
 def test_experts_shard_over_dp_over_ep():
     """Catches sharding the experts' states over all dp ranks: each expert is replicated on only
     dp / ep of them, so its ZeRO shard is 1 / (dp / ep)."""
@@ -80,8 +80,8 @@ def test_experts_shard_over_dp_over_ep():
     assert got["params"] == 2 * (dense + expert)
 
 
-@pytest.mark.lab11
-@pytest.mark.task("lab11.2")
+@pytest.mark.lab12
+@pytest.mark.task("lab12.1")
 def test_zero_shards_over_dp_times_cp():
     """Catches sharding over dp alone when cp > 1: the cp ranks of a sequence hold the same
     weights and reduce their gradients together, so ZeRO shards over dp x cp (Megatron-LM's
@@ -99,8 +99,8 @@ def test_zero_shards_over_dp_times_cp():
     assert got["optimizer"] == 12 * -(-dense // 8) + 12 * -(-expert // 4)
 
 
-@pytest.mark.lab11
-@pytest.mark.task("lab11.2")
+@pytest.mark.lab12
+@pytest.mark.task("lab12.1")
 def test_first_stage_holds_p_micro_batches_last_stage_one():
     """Catches activations of one micro-batch on every stage (1F1B's first stage holds p of
     them), or p on every stage, or a last stage without the loss's log-probabilities."""
@@ -113,8 +113,8 @@ def test_first_stage_holds_p_micro_batches_last_stage_one():
     assert peak_memory(L8, c, seq_len=S, global_batch=B)["stage"] == 0
 
 
-@pytest.mark.lab11
-@pytest.mark.task("lab11.2")
+@pytest.mark.lab12
+@pytest.mark.task("lab12.1")
 def test_interleaving_and_a_short_batch_change_what_is_in_flight():
     """Catches ignoring interleaving's longer warm-up (1 + (p-1)/(pv) times 1F1B's p on the
     first stage) and holding more micro-batches than the step has."""
@@ -126,8 +126,8 @@ def test_interleaving_and_a_short_batch_change_what_is_in_flight():
     assert got["activations"] == 8 * 2 * _per_layer()
 
 
-@pytest.mark.lab11
-@pytest.mark.task("lab11.2")
+@pytest.mark.lab12
+@pytest.mark.task("lab12.1")
 def test_tp_sp_and_cp_cut_the_activations():
     """Catches activations not divided by tp (with sp) and cp, and a vocab-parallel head whose
     log-probabilities are not split over tp."""
@@ -137,9 +137,9 @@ def test_tp_sp_and_cp_cut_the_activations():
     assert got["logits"] == 4 * (S // 2) * 128256 // 4
 
 
-# -- lab11.2: the cost model -------------------------------------------------------------------
-@pytest.mark.lab11
-@pytest.mark.task("lab11.2")
+# -- lab12.1: the cost model -------------------------------------------------------------------
+@pytest.mark.lab12
+@pytest.mark.task("lab12.1")
 def test_compute_time_is_the_steps_flops_over_the_gpus():
     """Catches compute time without the recomputation's FLOPs, or not over every GPU."""
     t = step_time(L8, ONE_NODE, ParallelConfig(dp=8, recompute="full"), seq_len=S, global_batch=B)
@@ -147,8 +147,8 @@ def test_compute_time_is_the_steps_flops_over_the_gpus():
     assert t.compute == pytest.approx(flops / (8 * 989e12 * 0.6), rel=1e-12)
 
 
-@pytest.mark.lab11
-@pytest.mark.task("lab11.2")
+@pytest.mark.lab12
+@pytest.mark.task("lab12.1")
 def test_tp_time_counts_t_minus_1_over_t_on_nvlink():
     """Catches TP bytes without the ring's (t - 1) / t (8 b s h instead of 8 b s h 7/8) and TP
     messages without their latency."""
@@ -159,8 +159,8 @@ def test_tp_time_counts_t_minus_1_over_t_on_nvlink():
     assert t.tp == pytest.approx(sent / 450e9 + messages * 5e-6, rel=1e-12)
 
 
-@pytest.mark.lab11
-@pytest.mark.task("lab11.2")
+@pytest.mark.lab12
+@pytest.mark.task("lab12.1")
 def test_the_bubble_is_p_minus_1_over_vm_of_the_work():
     """Catches ignoring the pipeline bubble, or the bubble of plain 1F1B under interleaving."""
     for v in (1, 2):
@@ -170,8 +170,8 @@ def test_the_bubble_is_p_minus_1_over_vm_of_the_work():
         assert t.total == pytest.approx(work + t.bubble + t.dp + t.offload, rel=1e-12)
 
 
-@pytest.mark.lab11
-@pytest.mark.task("lab11.2")
+@pytest.mark.lab12
+@pytest.mark.task("lab12.1")
 def test_dp_across_nodes_runs_at_one_ports_share():
     """Catches treating the inter-node link as intra-node: with tp = 8 filling each node, the two
     data-parallel replicas talk through one 400 Gb/s port each (50 GB/s), not NVLink."""
@@ -182,8 +182,8 @@ def test_dp_across_nodes_runs_at_one_ports_share():
     assert t.dp == pytest.approx(sent / 50e9 + 2 * 10e-6, rel=1e-12)
 
 
-@pytest.mark.lab11
-@pytest.mark.task("lab11.2")
+@pytest.mark.lab12
+@pytest.mark.task("lab12.1")
 def test_pipeline_sends_cross_nodes_when_stages_do():
     """Catches pipeline sends priced at NVLink speed when neighbouring stages sit in different
     nodes (tp = 8 fills a node, so stage 1 is the next node)."""
@@ -193,14 +193,14 @@ def test_pipeline_sends_cross_nodes_when_stages_do():
     assert t.pp == pytest.approx(64 * 2 * (one / 50e9 + 10e-6), rel=1e-12)
 
 
-# -- lab11.3: choosing ---------------------------------------------------------------------------
+# -- lab12.2: choosing ---------------------------------------------------------------------------
 def _fake_row(dp: int, total: float, memory: int, reason: str = "") -> Row:
     time = None if reason else StepTime(total, 0, 0, 0, 0, 0, 0, 0, total, 0.5, 1.0)
     return Row(ParallelConfig(dp=dp), {"total": memory}, time, reason)
 
 
-@pytest.mark.lab11
-@pytest.mark.task("lab11.3")
+@pytest.mark.lab12
+@pytest.mark.task("lab12.2")
 def test_rank_by_time_then_bytes_then_fields_rejected_last():
     """Catches ranking by memory or MFU instead of step time, ties left to input order (so two
     machines disagree), and rejected rows mixed in with those that fit."""
@@ -216,8 +216,8 @@ def test_rank_by_time_then_bytes_then_fields_rejected_last():
     assert [r.config.dp for r in rank(rows[::-1])] == [2, 3, 1, 4, 5], why
 
 
-@pytest.mark.lab11
-@pytest.mark.task("lab11.3")
+@pytest.mark.lab12
+@pytest.mark.task("lab12.2")
 def test_choose_returns_the_fastest_fitting_config_and_its_numbers():
     """Catches a choice that is not the fastest configuration that fits, and numbers that do
     not defend it: the runner-up's margin, how many fit, the largest overhead."""
@@ -241,8 +241,8 @@ def test_choose_returns_the_fastest_fitting_config_and_its_numbers():
     ), "ties go to the first name in alphabetical order"
 
 
-@pytest.mark.lab11
-@pytest.mark.task("lab11.3")
+@pytest.mark.lab12
+@pytest.mark.task("lab12.2")
 def test_choose_respects_memory():
     """Catches choosing the fastest configuration whether or not it fits: on 40 GiB GPUs the
     80 GiB choice no longer fits, and the chosen one must."""

@@ -91,7 +91,7 @@ def reference() -> dict[str, Answer]:
             digits=4,
             names=("first_4", "second_4", "weight_first_4", "weight_second_4"),
         ),
-        "lab11.9": Answer(
+        "lab12.6": Answer(
             rank_memory(
                 as_model("tiny"),
                 ParallelConfig(dp=2, tp=2, sp=True, zero=1, recompute="selective"),
@@ -143,7 +143,7 @@ def test_the_reference_answers_by_hand() -> None:
     assert REFERENCE["lab06.7"].value == (2 * psi_7b + 2 * shard, 12 * shard)
     # scores p + b = (0.25, 0.3, 0.35, 0.1): experts 2, 1; weights 0.2 and 0.3 over their sum
     assert REFERENCE["lab10.8"].value == pytest.approx((2, 1, 0.4, 0.6))
-    assert REFERENCE["lab11.9"].value == (4 + 4 + 4 + 2) * 64 * 256 // 2  # fp32 x 3, bf16
+    assert REFERENCE["lab12.6"].value == (4 + 4 + 4 + 2) * 64 * 256 // 2  # fp32 x 3, bf16
 
 
 def test_the_right_answers_pass_as_a_student_computes_them() -> None:
@@ -180,9 +180,9 @@ def _wrong_answers() -> list[tuple[str, object, str]]:
         ("lab10.8", (0, 1, 0.4 / 0.7, 0.3 / 0.7), "the bias ignored"),
         ("lab10.8", (2, 1, 0.35 / 0.65, 0.3 / 0.65), "weights from the biased scores"),
         ("lab10.8", (2, 1, 0.2, 0.3), "weights not renormalised"),
-        ("lab11.9", 4 * 64 * 256 // 2, "the textbook's fp32 log-probabilities only"),
-        ("lab11.9", 14 * 64 * 256, "the whole vocabulary, not the rank's V_p / t"),
-        ("lab11.9", 8 * 64 * 256 // 2, "without the clone and the bf16 copy"),
+        ("lab12.6", 4 * 64 * 256 // 2, "the textbook's fp32 log-probabilities only"),
+        ("lab12.6", 14 * 64 * 256, "the whole vocabulary, not the rank's V_p / t"),
+        ("lab12.6", 8 * 64 * 256 // 2, "without the clone and the bf16 copy"),
     ]
 
 

@@ -115,7 +115,7 @@ def _grid_norm_not_over_pp(optimizer, grid, counted):  # noqa: ANN001, ANN202
     return sq.sqrt()
 
 
-# -- lab11.2: the fit test -------------------------------------------------------------------------
+# -- lab12.1: the fit test -------------------------------------------------------------------------
 def _rank_memory_zero_not_sharded(model, config, *, seq_len, global_batch, stage=0):  # noqa: ANN001, ANN202
     return _reference_rank_memory(
         model,
@@ -126,7 +126,7 @@ def _rank_memory_zero_not_sharded(model, config, *, seq_len, global_batch, stage
     )
 
 
-# -- lab11.3: ranking ------------------------------------------------------------------------------
+# -- lab12.2: ranking ------------------------------------------------------------------------------
 def _rank_by_memory(rows):  # noqa: ANN001, ANN202
     fitting = sorted((r for r in rows if r.fits), key=lambda r: (r.memory["total"], r.config.key()))
     return fitting + sorted((r for r in rows if not r.fits), key=lambda r: r.config.key())
@@ -192,14 +192,14 @@ MUTANTS = [
         r"gradient norm: Tensor-likes are not close",
     ),
     Mutant(
-        "lab11.2",
+        "lab12.1",
         "zero-not-sharded",
         "minitorch_dist.planner.fit:rank_memory",
         _rank_memory_zero_not_sharded,
         r"ZeRO shards over dp",
     ),
     Mutant(
-        "lab11.3",
+        "lab12.2",
         "rank-by-memory",
         "minitorch_dist.planner.search:rank",
         _rank_by_memory,

@@ -1,7 +1,7 @@
-"""The planner (chapter 11): its parts equal the closed forms they are built from, bad input is
+"""The planner (chapter 12): its parts equal the closed forms they are built from, bad input is
 refused with the rule named, the ranking is deterministic, and the published layouts fit.
 
-Not graded (no ``lab11`` marker): the graded tests of lab 11.2 and 11.3 are in
+Not graded (no ``lab12`` marker): the graded tests of lab12.1 and lab12.2 are in
 test_lab11_planner.py.
 """
 
@@ -269,7 +269,7 @@ def test_every_published_layout_fits_under_the_planner():
 
 
 def test_a_recorded_verdict_is_the_full_searchs():
-    """Catches a recorded verdict (chapter 11 reads them) that differs from the search it stands
+    """Catches a recorded verdict (chapter 12 reads them) that differs from the search it stands
     for, and a record whose choice does not fit or whose rank says the layout does not fit."""
     run = PUBLISHED[0]
     full = evaluate_published(run)

@@ -1,4 +1,4 @@
-"""The planner's options (chapter 11): overlap, the critical-batch warning, HSDP.
+"""The planner's options (chapter 12): overlap, the critical-batch warning, HSDP.
 
 Each is off by default and then changes no number; on, each equals its closed form.
 """

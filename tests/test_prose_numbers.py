@@ -2,8 +2,8 @@
 
 Issue 30 found three regressions of an earlier review's fixes, each a number retyped into a
 later page after the page that derives it had been corrected: fp16's flush to zero (chapter 2),
-the offload split (chapter 11, from chapter 6), Llama 3's MFU (chapter 4), and the ZeRO bytes
-under accumulation (chapter 11, from chapter 6). Two kinds of checks, on the chapters' MyST
+the offload split (chapter 12, from chapter 6), Llama 3's MFU (chapter 4), and the ZeRO bytes
+under accumulation (chapter 12, from chapter 6). Two kinds of checks, on the chapters' MyST
 source, no build needed:
 
 - the retyped forms are gone from the prose (the text outside code cells), and from the code
@@ -69,19 +69,19 @@ RETYPED = [
         "a typed H100 peak instead of the cluster preset's",
     ),
     (
-        "11_choosing_a_configuration.md",
+        "12_choosing_a_configuration.md",
         "prose",
         r"moves the \$1[24]\\Psi",
         "the offload split typed (12 or 14 bytes per parameter: chapter 6's predict gives it)",
     ),
     (
-        "11_choosing_a_configuration.md",
+        "12_choosing_a_configuration.md",
         "prose",
         r"half as much again",
         "stage 3's traffic as 1.5 times stage 2's holds for one micro-batch only",
     ),
     (
-        "11_choosing_a_configuration.md",
+        "12_choosing_a_configuration.md",
         "prose",
         r"2\(d - 1\)/d\$ of the 16-bit gradients for ZeRO stages 0 to 2",
         "stage 2 reduce-scatters every micro-batch's gradients: (m + 1)(d - 1)/d, not 2(d - 1)/d",
@@ -130,12 +130,12 @@ COMPUTED = [
     ("02_number_formats.md", "fp16_flush", "min_subnormal", "fp16's flush to zero"),
     ("04_gradient_accumulation.md", "l405_mfu", "PUBLISHED", "Llama 3's 8K-row MFU"),
     ("04_gradient_accumulation.md", "l405_days", "training_seconds", "Llama 3's days"),
-    ("11_choosing_a_configuration.md", "ours_cpu", "predict", "our offload's CPU bytes"),
-    ("11_choosing_a_configuration.md", "zo_cpu", "predict", "ZeRO-Offload's CPU bytes"),
-    ("11_choosing_a_configuration.md", "zero2_vs_1", "zero_comm_bytes", "ZeRO-2's traffic"),
-    ("11_choosing_a_configuration.md", "zero3_vs_1", "zero_comm_bytes", "ZeRO-3's traffic"),
+    ("12_choosing_a_configuration.md", "ours_cpu", "predict", "our offload's CPU bytes"),
+    ("12_choosing_a_configuration.md", "zo_cpu", "predict", "ZeRO-Offload's CPU bytes"),
+    ("12_choosing_a_configuration.md", "zero2_vs_1", "zero_comm_bytes", "ZeRO-2's traffic"),
+    ("12_choosing_a_configuration.md", "zero3_vs_1", "zero_comm_bytes", "ZeRO-3's traffic"),
     (
-        "11_choosing_a_configuration.md",
+        "12_choosing_a_configuration.md",
         "a2a_per_step_full",
         "all_to_alls_per_step",
         "the all-to-alls under full recomputation",

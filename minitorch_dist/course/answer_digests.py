@@ -76,9 +76,9 @@ DIGESTS = {
             "45b44c76e9d18f64d43a9f810e2d11bee7c1ba1357bca7444a14447b0c751652",
         ],
     },
-    "lab11.9": {
+    "lab12.6": {
         "digits": None,
         "names": [],
-        "digests": ["6c6c9469c035ee048d0c9cb293165adfc36cd31913e24bf22100a66e36e645af"],
+        "digests": ["63671982cb3c2563efc45ea83a156d3c9c5911f25403e5a57d7d53944473c497"],
     },
 }

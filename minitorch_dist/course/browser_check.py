@@ -65,10 +65,10 @@ CHROMIUM_ARGS = [
     "--disable-sync",
 ]
 CHAPTER_1 = "chapters/01_where_the_memory_goes.html"
-CHAPTER_11 = "chapters/11_choosing_a_configuration.html"
+CHAPTER_12 = "chapters/12_choosing_a_configuration.html"
 LAB_1 = "labs/lab01_where_the_memory_goes.html"
-LAB_11 = "labs/lab11_choosing_a_configuration.html"
-LIVE_PAGES = {CHAPTER_1: "predictor", CHAPTER_11: "planner", LAB_1: "predictor", LAB_11: "planner"}
+LAB_12 = "labs/lab12_choosing_a_configuration.html"
+LIVE_PAGES = {CHAPTER_1: "predictor", CHAPTER_12: "planner", LAB_1: "predictor", LAB_12: "planner"}
 # (the pages that must hold a live widget)
 LOCAL_SCHEMES = ("file:", "blob:", "data:")
 LIVE_JS = "/_static/live/live.js"  # the live widgets' script: stubbed in the http run

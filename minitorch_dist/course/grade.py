@@ -3,6 +3,7 @@
     python -m minitorch_dist.grade                          # every lab
     python -m minitorch_dist.grade --labs lab01 lab02 --results results.json
     python -m minitorch_dist.grade --task lab05.1 --task lab05.2     # one task or a few
+    python -m minitorch_dist.grade --task lab11.2    # a renamed task's old id: lab12.1
     pytest -m lab05 --task lab05.1                          # the same selection, plain pytest
     python -m minitorch_dist.grade --labs lab05 --timeout 60   # each test at most 60 s
 
@@ -49,6 +50,7 @@ from typing import Any
 import pytest
 
 from .grade_report import TestResult, _cap, _one_line, gradescope_json, needs_first
+from .renamed_tasks import current_tasks
 
 __all__ = [
     "LAB_MARKER",
@@ -114,7 +116,9 @@ def check_task_ids(tasks: list[str]) -> None:
 
 
 def select_tasks(items: list, config: Any, tasks: list[str]) -> None:
-    """Keep only the graded tests of ``tasks`` (in place), reporting the rest as deselected."""
+    """Keep only the graded tests of ``tasks`` (in place), reporting the rest as deselected.
+    A renamed task's old id selects its new one (:mod:`.renamed_tasks`)."""
+    tasks = current_tasks(tasks, say=True)
     keep = [item for item in items if task_of(item) in tasks]
     dropped = [item for item in items if task_of(item) not in tasks]
     if dropped:
@@ -206,6 +210,7 @@ def grade(
         if not LAB_MARKER.match(lab):
             raise ValueError(f"lab names look like 'lab01', got {lab!r}")
     check_task_ids(tasks or [])
+    tasks = current_tasks(tasks, say=True) if tasks else tasks
     loaded = sys.modules.get("minitorch_dist")
     if (
         loaded is not None

@@ -1,4 +1,4 @@
-"""The planner (chapter 11, lab 11): which dp x tp x pp x cp (x ep) layout to train a model with.
+"""The planner (chapter 12, lab 12): which dp x tp x pp x cp (x ep) layout to train a model with.
 
     cluster = Cluster.from_preset("dgx-h100", gpus=1024)
     result = plan("llama-3-70b", cluster, global_batch=1024, seq_len=4096)

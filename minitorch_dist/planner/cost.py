@@ -207,7 +207,7 @@ def step_time(
     hardware = model.flops_per_token(seq_len, c.recompute) * tokens
     if c.recompute == "selective":  # the attention core's forward again: 4 L s h_q per token
         hardware += 4 * model.llama.layers * seq_len * model.llama.hidden * tokens
-    # BEGIN SOLUTION lab11.2: compute, communication on each group's link, the bubble
+    # BEGIN SOLUTION lab12.1: compute, communication on each group's link, the bubble
     compute = hardware / (cluster.gpus * cluster.peak_flops * cluster.matmul_efficiency)
     times = {}
     for axis, size in (("tp", c.tp), ("cp", c.cp), ("ep", c.ep), ("pp", 2)):

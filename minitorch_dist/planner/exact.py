@@ -4,7 +4,7 @@
 textbook formula (``activations="korthikanti"``, section 4, Table 2). ``activations="exact"``
 counts what the code of chapters 6-10 stores, composed as
 :func:`minitorch_dist.parallel3d.build_3d` composes it (``benchmarks/planner_vs_code.py`` holds
-the two against the code on fake tensors, chapter 11 shows the table):
+the two against the code on fake tensors, chapter 12 shows the table):
 
 - per layer, bf16, the Llama's own list (:func:`~minitorch_dist.tensor_parallel.
   tp_activation_breakdown`: SwiGLU's four ``(b, s, f/t)`` tensors where Korthikanti counts a

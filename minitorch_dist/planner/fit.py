@@ -64,7 +64,7 @@ def rank_memory(
     llama = model.llama
     dense, expert = model.params_per_rank(tp=c.tp, pp=c.pp, ep=c.ep, stage=stage)
     m = micro_batches(c, global_batch)
-    # BEGIN SOLUTION lab11.2: states sharded over dp x cp (experts dp/ep x cp), activations in flight
+    # BEGIN SOLUTION lab12.1: states sharded over dp x cp (experts dp/ep x cp), activations in flight
     states = model_state_bytes(dense, zero_stage=c.zero, dp=c.shard, offload=c.offload)
     experts = model_state_bytes(expert, zero_stage=c.zero, dp=c.expert_shard, offload=c.offload)
     per_layer = activation_bytes(

@@ -1,4 +1,4 @@
-"""Chapter 11's figures of the planner: every configuration by step time and bytes, and the
+"""Chapter 12's figures of the planner: every configuration by step time and bytes, and the
 published runs against the planner's prediction. Drawn from what the planner computed."""
 
 from __future__ import annotations

@@ -117,7 +117,7 @@ def layouts(model, cluster, global_batch: int) -> list[tuple[int, ...]]:  # noqa
 def rank(rows: list[Row]) -> list[Row]:
     """Fitting rows by predicted step time (ties: fewer bytes, then the configuration's fields), then rejected
     rows by their configuration's fields: a deterministic order."""
-    # BEGIN SOLUTION lab11.3: rank by predicted step time, deterministic ties, rejected last
+    # BEGIN SOLUTION lab12.2: rank by predicted step time, deterministic ties, rejected last
     fitting = sorted(
         (r for r in rows if r.fits), key=lambda r: (r.time.total, r.memory["total"], r.config.key())
     )
@@ -252,7 +252,7 @@ def choose(
     name in alphabetical order); ``warning``, the first row's critical-batch warning
     (``critical_batch``, as :func:`plan`). ``overlap``: :func:`plan`'s switch. ValueError when
     nothing fits."""
-    # BEGIN SOLUTION lab11.3: plan, then the best row, the runner-up's margin, the largest overhead
+    # BEGIN SOLUTION lab12.2: plan, then the best row, the runner-up's margin, the largest overhead
     result = plan(
         model,
         cluster,

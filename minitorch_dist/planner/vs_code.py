@@ -6,7 +6,7 @@ the package's own parallel program, in torch's fake process group, and runs one 
 fake tensors under the memory tracker (:mod:`.fake_run`); :func:`predict` asks the planner
 (:func:`~minitorch_dist.planner.rank_memory`) about the same rank. What runs, and the
 substitutes fake tensors need, are in ``benchmarks/planner_vs_code.py``'s docstring and
-chapter 11.
+chapter 12.
 """
 
 from __future__ import annotations

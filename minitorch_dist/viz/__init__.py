@@ -4,7 +4,7 @@ The only UI package. Figures live beside their topic (``memory.plots``, ``precis
 ``comm.plots``, ``recompute.plots``, ``accumulate.plots``, all on ``minitorch_dist.figures``), and
 the accounting the widget shows is :func:`minitorch_dist.memory.predict`; nothing in the package
 imports ``viz``. :func:`memory_predictor` builds the widget (ipywidgets is imported only then);
-:func:`render_prediction` is the HTML it displays. :func:`planner_widget` (chapter 11) grows it
+:func:`render_prediction` is the HTML it displays. :func:`planner_widget` (chapter 12) grows it
 to every parallel axis and shows the planner's ranking (:func:`render_config`).
 :func:`live_result` is what the book's live widgets show, the same function in Python and in
 the reader's browser (:mod:`minitorch_dist.viz.live`, run by Pyodide).

@@ -1,6 +1,6 @@
 """The one function behind the book's live widgets: :func:`live_result`, run by Python and by the page.
 
-Chapter 1's memory predictor and chapter 11's planner answer in the reader's browser with the
+Chapter 1's memory predictor and chapter 12's planner answer in the reader's browser with the
 package's own Python: Pyodide (CPython in WebAssembly, vendored by :mod:`minitorch_dist.vendor`)
 loads the torch-free arithmetic layer (:func:`minitorch_dist.arithmetic.arithmetic_files`) and
 this module, and the page calls ``live_result(kind, inputs)`` whenever a control changes. The

@@ -1,4 +1,4 @@
-"""The bytes a ZeRO rank sends per step, in closed form (chapter 6; the planner of chapter 11).
+"""The bytes a ZeRO rank sends per step, in closed form (chapter 6; the planner of chapter 12).
 
 Standard library only (with :mod:`minitorch_dist.comm.cost`), so the planner and the book's live
 widgets run it where torch is absent (:mod:`minitorch_dist.arithmetic`). The measured side, a

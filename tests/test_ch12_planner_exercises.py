@@ -1,10 +1,10 @@
-"""The answers to the exercises of chapter 11 (choosing a configuration) and of lab 11 part 2,
+"""The answers to the exercises of chapter 12 (choosing a configuration) and of lab 12,
 recomputed through the package and by hand.
 
 By hand: ZeRO-1 keeps 12 bytes per parameter of a 1/dp shard (Rajbhandari et al. 2020, sections
 3.1 and 5); the 1F1B bubble is (p - 1)/m of the work and (p - 1)/(v m) interleaved (Narayanan et
 al. 2021, section 2.2). A change in the package that would silently change a published answer
-fails here. Not graded (no ``lab11`` marker).
+fails here. Not graded (no ``lab12`` marker).
 """
 
 from __future__ import annotations
