@@ -2,7 +2,7 @@
 refused with the rule named, the ranking is deterministic, and the published layouts fit.
 
 Not graded (no ``lab12`` marker): the graded tests of lab12.1 and lab12.2 are in
-test_lab11_planner.py.
+test_lab12_planner.py.
 """
 
 from __future__ import annotations
