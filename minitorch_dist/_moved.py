@@ -36,7 +36,6 @@ _COURSE = (
 
 MOVED: dict[str, str] = {
     **{f"minitorch_dist.{m}": f"minitorch_dist.course.{m}" for m in _COURSE},
-    "minitorch_dist.launcher": "minitorch_dist.launching.launcher",  # zero/measure.py, zero/train.py
     "minitorch_dist.flops": "minitorch_dist.memory.flops",
     "minitorch_dist.checkpoint": "minitorch_dist.zero.checkpoint",
 }

@@ -145,8 +145,16 @@ def _rank(rank: int, world_size: int, kind: str, how: str, phase: str, path: str
 
 
 PER_RANK = ("local", "torch")  # each rank loads what it saved itself
+# make quick runs these; make test (CI) all of them (each case is three launches)
+QUICK = {("zero2", "file", 2), ("apply_zero3", "memory", 2), ("apply_zero3", "memory", 3)}
 CASES = [
-    (kind, how, saved_on, loaded_on)
+    pytest.param(
+        kind,
+        how,
+        saved_on,
+        loaded_on,
+        marks=() if (kind, how, loaded_on) in QUICK else pytest.mark.slow,
+    )
     for kind in KINDS
     for how in ("memory", "file", "local", "file_sharded", "dcp", "torch")
     for saved_on, loaded_on in ((2, 2), (2, 3))

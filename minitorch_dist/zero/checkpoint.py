@@ -24,7 +24,7 @@ Nothing is lost when a rank, or the machine, dies at any instant of a save: DCP 
 ``complete.json`` (each file's size and sha256) into it, rename it to ``path/step_N`` (a new
 name: ``step_N-v2`` when step N was saved before) and atomically replace the small file
 ``path/latest`` that names the checkpoint to load; an older version of the same step is deleted
-only after that (:mod:`minitorch_dist.checkpoint_files`). A save killed half-way leaves a
+only after that (:mod:`minitorch_dist.zero.checkpoint_files`). A save killed half-way leaves a
 temporary directory behind and ``latest`` naming the previous, complete checkpoint -- the
 write-then-rename that torchtitan's and Megatron's checkpointers rely on too. A load checks
 every file's checksum first, falls back to the newest complete checkpoint (with a warning

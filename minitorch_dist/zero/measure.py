@@ -25,7 +25,7 @@ import torch.distributed as dist
 from torch._subclasses.fake_tensor import FakeTensorMode
 
 from minitorch_dist.comm import CommCounter, collective_bytes
-from minitorch_dist.launcher import launch
+from minitorch_dist.launching.launcher import launch
 from minitorch_dist.memory import MemoryTracker, model_state_bytes
 from minitorch_dist.models import Llama, LlamaConfig, cross_entropy
 from minitorch_dist.reference import make_batches, rank_batch

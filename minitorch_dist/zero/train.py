@@ -19,7 +19,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from minitorch_dist.launcher import launch
+from minitorch_dist.launching.launcher import launch
 from minitorch_dist.models import Llama, LlamaConfig, cross_entropy
 from minitorch_dist.reference import (
     Run,
