@@ -187,8 +187,16 @@ def _state(obj: Any) -> dict:
     included), not its private buffers (which a right solution may arrange its own way)."""
     import torch
 
+    def own(t: Any) -> Any:  # a view into a flat buffer (ZeRO-3's units) may be mid-gather
+        if not isinstance(t, torch.Tensor):
+            return t
+        whole = (
+            t.storage_offset() == 0 and t.untyped_storage().nbytes() == t.numel() * t.element_size()
+        )
+        return t if whole else {"shape": list(t.shape), "view": True}
+
     def params(ps: Any) -> list:
-        return [[p, p.grad] for p in list(ps)[:512]]
+        return [[own(p), own(p.grad)] for p in list(ps)[:512]]
 
     out: dict[str, Any] = {}
     if isinstance(obj, torch.nn.Module):

@@ -6,7 +6,9 @@ and the families of collectives it called (minitorch_dist/course/record.py). The
 instructor's tree; a call count or value that differed between them is not compared. A
 submission's call matches when it raised the same exception, or returned values within
 ``rtol=1e-3`` (floats) or equal (integers, strings), with tensor arguments and the reference's
-attributes of the object likewise, and called at least the reference's families of collectives. The messages say which function, which call
+attributes of the object likewise (for most of a method's calls: an object read while a
+prefetch lands may differ by timing), and called at least the reference's families of
+collectives. The messages say which function, which call
 and which rank differ, never the reference's values.
 """
 
@@ -137,7 +139,17 @@ def _value(a: Any, b: Any, where: str, exact: bool) -> str | None:
     return None if a == b else f"{where} differs"
 
 
-def _differ(a: dict, b: dict, exact: bool = False) -> str | None:
+def _state_differs(a: dict, b: dict) -> str | None:
+    """Why the object's state after a call differs from the reference's (its attributes only)."""
+    found = None
+    if isinstance(a, dict) and isinstance(a.get("state"), dict):
+        state = b.get("state") if isinstance(b.get("state"), dict) else {}
+        for name, value in a["state"].items():
+            found = found or _value(value, state.get(name), f"self.{name} after the call", False)
+    return found
+
+
+def _differ(a: dict, b: dict, exact: bool = False, state: bool = True) -> str | None:
     if isinstance(a, str) and a == UNSTABLE:
         return None
     if "raised" in a or "raised" in b:
@@ -150,10 +162,12 @@ def _differ(a: dict, b: dict, exact: bool = False) -> str | None:
     if missing:
         return f"it called no {', '.join(missing)} where the reference did"
     found = _value(a.get("returned"), b.get("returned"), "the returned value", exact)
-    if found is None and isinstance(a.get("state"), dict):  # the reference's attributes only
-        state = b.get("state") if isinstance(b.get("state"), dict) else {}
+    if found is None and state and isinstance(a.get("state"), dict):
+        state_of_b = b.get("state") if isinstance(b.get("state"), dict) else {}
         for name, value in a["state"].items():
-            found = found or _value(value, state.get(name), f"self.{name} after the call", exact)
+            found = found or _value(
+                value, state_of_b.get(name), f"self.{name} after the call", exact
+            )
     if found or len(a.get("tensors", [])) != len(b.get("tensors", [])):
         return found
     return _value(a.get("tensors"), b.get("tensors"), "a tensor argument (after the call)", exact)
@@ -187,9 +201,19 @@ def verify(expected: dict[str, Any] | None, got: dict[str, list]) -> str | None:
             skipped.append(f"{name} was called {len(mine)} time(s) on {where}, not {len(calls)}")
             continue
         for i, (a, b) in enumerate(zip(calls, mine)):
-            found = _differ(a, b)
+            found = _differ(a, b, state=False)
             if found:
                 return f"{name}, call {i + 1} on {where}: {found}"
+        # An object's state is read while other work may be in flight (a prefetch landing), so
+        # a call's state may differ by timing: a method fails when most of its calls differ.
+        states = [(i, _state_differs(a, b)) for i, (a, b) in enumerate(zip(calls, mine))]
+        states = [
+            (i, why) for i, why in states if isinstance(calls[i], dict) and "state" in calls[i]
+        ]
+        bad = [(i, why) for i, why in states if why]
+        if states and 2 * len(bad) > len(states):
+            i, why = bad[0]
+            return f"{name}, call {i + 1} on {where}: {why} ({len(bad)} of {len(states)} calls)"
         matched += 1
     if stable and not matched:
         return skipped[0] if skipped else "no function of the task recorded a call"
