@@ -191,10 +191,12 @@ def step_time(
     ``matmul_efficiency`` of the peak); ``tp``, ``cp``, ``ep``, ``pp`` (each axis's bytes from
     :func:`comm_bytes` over the bandwidth of ``cluster.link(size, stride)``, plus its messages
     times the link's alpha; a pipeline send is a group of 2); ``bubble`` (those five times
-    ``bubble_fraction(p, m, v)``); ``dp`` (the ZeRO bytes over the dp group's link, experts over
-    the dp/ep group's, plus alpha per ring step); then ``offload``, ``total``, MFU and TFLOP/s.
-    ``overlap=True``: the pipeline sends and the dp exchange hide behind compute as the module
-    docstring's closed form says (``hidden``, the seconds that came off); off, nothing overlaps.
+    ``bubble_fraction(p, m, v)``); ``dp`` (the ZeRO bytes over the link of the dp x cp ranks
+    holding the same weights, experts over the dp/ep x cp group's, plus alpha per ring step;
+    ``dp_param``, its part that gathers parameters); then ``offload``, ``total``, MFU and
+    TFLOP/s. ``overlap=True``: the pipeline sends and the dp exchange hide behind compute in the
+    windows of the module docstring's closed form (``hidden``, the seconds that came off); TP,
+    CP and EP stay exposed, so it is a mode, not a bound. Off, nothing overlaps.
 
     See the module docstring for where each formula comes from."""
     c = config
