@@ -111,7 +111,7 @@ def task_targets(root: str | os.PathLike, manifest: dict) -> dict[str, str]:
     """``module:Qualname`` -> task, for each function that holds a solution block of the
     manifest's tasks (in the instructor's tree at ``root``): the functions whose calls the judge
     compares."""
-    from .release import _BEGIN  # the release's own marker syntax
+    from .markers import BEGIN as _BEGIN  # the release's own marker syntax
 
     found: dict[str, str] = {}
     for task, files in manifest["tasks"].items():

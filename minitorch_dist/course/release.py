@@ -52,6 +52,7 @@ from .edition import (
     student_readme,
     write_manifest,
 )
+from .markers import BEGIN, END, TASK
 from .repository import repository_url
 
 __all__ = [
@@ -64,9 +65,7 @@ __all__ = [
 ]
 
 MARKER_FILE = ".student_release"  # present at the root of every generated student edition
-_BEGIN = re.compile(r"^([ \t]*)# BEGIN SOLUTION\b[ \t]*([^:\s]*)(?::[ \t]*(.*?))?[ \t]*$")
-_TASK = re.compile(r"^lab\d\d\.\d+$")  # labNN.k: chapter NN, task k
-_END = re.compile(r"^[ \t]*# END SOLUTION\b")
+_BEGIN, _TASK, _END = BEGIN, TASK, END  # minitorch_dist.course.markers
 _THIS = Path(__file__).resolve()  # the tool itself: its docstring shows the markers
 # Files the edition leaves out: the mutants are the reference solutions with one mistake each,
 # the exercise tests hold the exercises' worked answers, and the search for reference code in an
