@@ -190,6 +190,7 @@ def main() -> None:
                 counts[v][outcome] = counts[v].get(outcome, 0) + 1
                 if outcome != "ok":
                     print(f"run {i} {v}: {outcome}", flush=True)
+            print(f"runs done: {i + 1} of each variant", flush=True)
     finally:
         if os.getpid() == parent:  # a rank leaving by SystemExit passes here too
             for h in hogs:
