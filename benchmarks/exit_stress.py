@@ -77,6 +77,15 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+def _verdict(code: int, err: str) -> str:
+    """'ok', or how a rank ended: ``code`` as subprocess gives it (negative: the signal)."""
+    if code < 0:
+        return f"signal {-code}" + (" (terminate called)" if "terminate" in err else "")
+    if code > 0:
+        return f"exit {code}: {err.strip().splitlines()[-1][:80] if err.strip() else ''}"
+    return "ok"
+
+
 def spawned_run(variant: str, timeout: float) -> str:
     """As :func:`one_run`, each rank a fresh interpreter (``--spawn``; seconds per rank)."""
     env = {**os.environ, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(_free_port())}
@@ -95,12 +104,7 @@ def spawned_run(variant: str, timeout: float) -> str:
             _, err = p.communicate()
             outcome = "timeout" if outcome == "ok" else outcome
             continue
-        if p.returncode < 0 and outcome == "ok":
-            outcome = f"signal {-p.returncode}" + (
-                " (terminate called)" if "terminate" in err else ""
-            )
-        elif p.returncode > 0 and outcome == "ok":
-            outcome = f"exit {p.returncode}: {err.strip().splitlines()[-1][:80] if err else ''}"
+        outcome = _verdict(p.returncode, err) if outcome == "ok" else outcome
     return outcome
 
 
@@ -143,12 +147,8 @@ def one_run(variant: str, timeout: float) -> str:
             continue
         err.seek(0)
         text = err.read().decode(errors="replace")
-        if os.WIFSIGNALED(status) and outcome == "ok":
-            sig = os.WTERMSIG(status)
-            outcome = f"signal {sig}" + (" (terminate called)" if "terminate" in text else "")
-        elif os.WEXITSTATUS(status) and outcome == "ok":
-            last = text.strip().splitlines()[-1][:80] if text.strip() else ""
-            outcome = f"exit {os.WEXITSTATUS(status)}: {last}"
+        code = os.waitstatus_to_exitcode(status)  # negative: the signal, as subprocess says
+        outcome = _verdict(code, text) if outcome == "ok" else outcome
     return outcome
 
 

@@ -70,7 +70,7 @@ def _live_state(model: nn.Module, opt: Any) -> list[torch.Tensor]:
     return [v for s in inner.state.values() for v in s.values() if isinstance(v, torch.Tensor)]
 
 
-def _save(kind: str, how: str, model: nn.Module, opt: Any, path: str) -> Any:
+def _save(how: str, model: nn.Module, opt: Any, path: str) -> Any:
     if how == "memory":
         if hasattr(model, "zero3"):
             return model.zero3_state_dict(opt)
@@ -87,7 +87,7 @@ def _save(kind: str, how: str, model: nn.Module, opt: Any, path: str) -> Any:
     return None
 
 
-def _load(kind: str, how: str, model: nn.Module, opt: Any, path: str, saved: Any) -> None:
+def _load(how: str, model: nn.Module, opt: Any, path: str, saved: Any) -> None:
     if how == "torch":
         model_sd, optim_sd = saved
         model.load_state_dict(model_sd)
@@ -119,8 +119,8 @@ def _rank(rank: int, world_size: int, kind: str, how: str, phase: str, path: str
     batches = make_batches(VOCAB, GBS, SEQ, 2 * K)
     shared = 0
     if phase == "second":
-        _load(kind, how, model, opt, path, saved[rank] if how in PER_RANK else saved[0])
-        live = [t for t in _live_state(model, opt)]
+        _load(how, model, opt, path, saved[rank] if how in PER_RANK else saved[0])
+        live = _live_state(model, opt)
         shared = len(live) - len({id(t) for t in live})  # two parameters, one state tensor
         batches = batches[K:]
     elif phase == "first":
@@ -137,7 +137,7 @@ def _rank(rank: int, world_size: int, kind: str, how: str, phase: str, path: str
     )
     out = {"losses": run.losses, "shared": shared}
     if phase == "first":
-        out["saved"] = _save(kind, how, model, opt, path)
+        out["saved"] = _save(how, model, opt, path)
     else:
         out["weights"] = _weights(model, opt)
         out["state"] = _optimizer_state(model, opt)
@@ -217,7 +217,7 @@ def _old_load(rank: int, world_size: int, saved: Any) -> dict:
     """The load as it was: what it is given is passed through to torch, uncopied."""
     from minitorch_dist.zero import transform_state
 
-    transform_state._copy = lambda value: value
+    transform_state.own_copy = lambda value: value
     return _rank(rank, world_size, "apply_zero3", "memory", "second", "", saved)
 
 

@@ -62,7 +62,7 @@ def make_groups(
         if not isinstance(g, dict) or "params" not in g:
             raise ValueError("param_groups must be dicts with a 'params' entry, as torch.optim's")
         ps = g["params"]
-        groups.append({**g, "params": [ps] if isinstance(ps, torch.Tensor) else list(ps)})
+        groups.append({**g, "params": _listed(ps)})
     names = {id(p): n for n, p in model.named_parameters()}
     listed = [id(p) for g in groups for p in g["params"]]
     for g in groups:

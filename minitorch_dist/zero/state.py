@@ -21,7 +21,13 @@ import torch
 
 from minitorch_dist.comm import all_gather_into_tensor
 
-__all__ = ["full_state_dict", "load_full_state_dict", "load_local_state_dict", "local_state_dict"]
+__all__ = [
+    "full_state_dict",
+    "load_full_state_dict",
+    "load_local_state_dict",
+    "local_state_dict",
+    "own_copy",
+]
 
 
 def _check(opt: Any) -> None:
@@ -43,6 +49,12 @@ def _groups(opt: Any, index: dict[int, int]) -> list[dict[str, Any]]:
 def _elementwise(name: str, value: Any) -> bool:
     """Whether a state entry has one element per parameter element (all but torch's ``step``)."""
     return isinstance(value, torch.Tensor) and name != "step"
+
+
+def own_copy(value: Any) -> Any:
+    """A tensor of its own (torch's optimizers update ``step`` in place: two parameters
+    sharing one tensor would advance it twice per step), anything else as it is."""
+    return value.clone() if isinstance(value, torch.Tensor) else value
 
 
 def _gather(opt: Any, unit: Any, shard: torch.Tensor) -> torch.Tensor:
@@ -128,7 +140,7 @@ def load_full_state_dict(opt: Any, state_dict: dict[str, Any]) -> None:
                         flat[o : o + n].copy_(s[name].reshape(-1))
                 loaded[name] = flat[lo:hi].clone()  # (S,): this rank's shard
             else:  # a copy: torch's optimizers advance "step" in place
-                loaded[name] = value.clone() if isinstance(value, torch.Tensor) else value
+                loaded[name] = own_copy(value)
         inner_state[k] = loaded
     groups = [
         {**opt._hyper(g), "params": [k for k, ug in enumerate(opt._unit_group) if ug == g]}

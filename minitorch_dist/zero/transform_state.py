@@ -22,18 +22,13 @@ from torch.optim.optimizer import register_optimizer_step_pre_hook
 from minitorch_dist.comm import all_gather_into_tensor
 from minitorch_dist.zero.guard import check_elementwise
 from minitorch_dist.zero.sharding import FlatUnit
+from minitorch_dist.zero.state import own_copy
 
 __all__ = ["Zero3Module", "install_step_check"]
 
 
 def _elementwise(key: str, value: Any) -> bool:
     return isinstance(value, torch.Tensor) and key != "step" and value.dim() > 0
-
-
-def _copy(value: Any) -> Any:
-    """A tensor of its own (torch's optimizers update ``step`` in place: two parameters
-    sharing one tensor would advance it twice per step), anything else as it is."""
-    return value.clone() if isinstance(value, torch.Tensor) else value
 
 
 class Zero3Module:
@@ -62,7 +57,7 @@ class Zero3Module:
         over ``self.parameters()``) whole per name: what loads on any number of ranks."""
         skip = self._piece_names()
         model = {k: v for k, v in self.state_dict().items() if k not in skip}
-        model.update(self.gather_full_params())
+        model.update(self._gather_flat(lambda u: u.master))  # the sharded ones, whole
         if optimizer is None:
             return model, None
         state: dict[str, dict[str, Any]] = {}
@@ -82,13 +77,13 @@ class Zero3Module:
                             flat[start : start + pc.numel()] = s[key].reshape(-1)
                     pieces = self._gather(u, flat)
                 else:  # a scalar such as Adam's step: each parameter's own copy
-                    pieces = [_copy(s.get(key, ref)) for s in per]
+                    pieces = [own_copy(s.get(key, ref)) for s in per]
                 for name, piece in zip(u.names, pieces):
                     state.setdefault(name, {})[key] = piece
         names = {id(p): n for n, p in self.named_parameters()}
         for p in self.zero3.ignored:
             if p in optimizer.state:
-                state[names[id(p)]] = {k: _copy(v) for k, v in optimizer.state[p].items()}
+                state[names[id(p)]] = {k: own_copy(v) for k, v in optimizer.state[p].items()}
         return model, {"state": state, "param_groups": optimizer.state_dict()["param_groups"]}
 
     def _check_load(self, model: dict, optim: dict | None, optimizer: Any) -> None:
@@ -162,7 +157,7 @@ class Zero3Module:
                 k: (
                     v.reshape(-1)[span[0] : span[1]].view(p.shape).clone()
                     if span is not None and _elementwise(k, v)
-                    else _copy(v)
+                    else own_copy(v)
                 )
                 for k, v in entry.items()
             }
