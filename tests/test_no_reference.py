@@ -30,6 +30,8 @@ from collections import defaultdict
 from pathlib import Path
 
 import pytest
+from mutants_common import grade_replaced, owner_of, package_tasks
+from mutants_lookups import ATTACKS
 
 from minitorch_dist.course import release
 
@@ -75,7 +77,7 @@ KNOWN: dict[tuple[str, str], str] = {
     ("lab05.3", "minitorch_dist/data_parallel/bucketed.py"): "a loop over bucket.params",
     ("lab05.3", "tests/test_data_parallel.py"): "a loop over bucket.params",
     ("lab06.3", "minitorch_dist/memory/track.py"): "the tensors among tree_leaves(...)",
-    ("lab06.3", "minitorch_dist/zero/base.py"): "the tensors among tree_leaves(...)",
+    ("lab06.3", "minitorch_dist/zero/holdings.py"): "the tensors among tree_leaves(...)",
     ("lab09.1", "minitorch_dist/pipeline/stage.py"): "wait_sends waits with the same timeout",
     ("lab09.3", "minitorch_dist/pipeline/plots.py"): (
         "a plot's count of live micro-batches over given events (one line; the task is the clock)"
@@ -298,79 +300,39 @@ def test_the_edition_ships_no_reference_code_of_the_task(task: str) -> None:
     )
 
 
-# "Solutions" made only of what an edition ships: the stored expected values looked up. Each
-# replaces the task's functions in a copy of the instructor's tree; the task's graded tests must
-# not all pass (they also run at parameters the edition does not store).
-_LOOKUPS = {
-    "lab09.2": (
-        "minitorch_dist/pipeline/schedules.py",
-        {
-            "_one_f_one_b": "1f1b",
-            "_interleaved": "interleaved",
-        },
-    ),
-    "lab08.4": ("minitorch_dist/context_parallel/layout.py", {"shard_positions": "zigzag"}),
-}
-_LOOKUP_BODY = """
-def {name}(rank, pp, m, v):
-    import json, pathlib
-    stored = json.loads(pathlib.Path("tests/fixtures/schedules.json").read_text())["{kind}"]
-    key = f"{{pp}},{{m}}" if "{kind}" == "1f1b" else f"{{pp}},{{m}},{{v}}"
-    names = stored[key][rank]
-    out = []
-    for name in names:
-        op, _, rest = name[0], None, name[1:]
-        mb, _, chunk = rest.partition(".")
-        out.append(Action(op, int(mb), int(chunk or 0)))
-    return out
-"""
-
-
-_ZIGZAG_BODY = """
-def {name}(seq_len, rank, world_size, *, layout="zigzag"):
-    import json, pathlib
-    if layout == "contiguous":
-        return torch.arange(seq_len).chunk(world_size)[rank].clone()
-    stored = json.loads(pathlib.Path("tests/fixtures/zigzag.json").read_text())
-    return torch.tensor(stored[str(world_size)][rank])
-"""
-
-
+# "Solutions" made only of what an edition ships (tests/mutants_lookups.py): the stored expected
+# values looked up, or the values produced the way the graded tests compute them, without the
+# task's technique. Each replaces the task's functions in the instructor's tree; the task's graded
+# tests must not all pass.
 @pytest.mark.slow
-@pytest.mark.parametrize("task", sorted(_LOOKUPS))
-def test_a_lookup_of_the_stored_values_fails_the_task(task: str, tmp_path: Path) -> None:
-    """Catches graded tests that a table of the edition's stored expected values passes: with
-    the task's functions replaced by lookups in tests/fixtures/, its graded tests do not all
-    pass (the lookup works where the values are stored, so some do)."""
-    import os
-    import shutil
-    import subprocess
-    import sys
+@pytest.mark.parametrize("task", package_tasks())
+def test_a_lookup_or_stand_in_fails_the_task(task: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Catches graded tests that a table of the edition's stored values, or a copy of how the
+    tests compute what they expect, passes: every task (every solution block's task in the
+    package) has at least one such "solution" in ATTACKS, and with it some graded test of the
+    task fails, naming why."""
+    attacks = [a for a in ATTACKS if a.task == task]
+    assert attacks, f"no lookup or stand-in of {task} in tests/mutants_lookups.py: add one"
+    for attack in attacks:
+        with monkeypatch.context() as patch:
+            results = grade_replaced(task, attack.replacements, patch, attack.message)
+        failed = [r for r in results if r.status == "failed"]
+        assert failed, (
+            f"{attack.name} ({attack.source}) passes every graded test of {task}: test it at "
+            "parameters the edition does not store, or check how the work is done"
+        )
+        assert any(re.search(attack.message, r.output) for r in failed), (
+            f"{attack.name} fails {task}, but no failure says {attack.message!r}:\n"
+            + "\n".join(r.reason for r in failed)
+        )
 
-    for name in ("minitorch_dist", "tests"):
-        shutil.copytree(ROOT / name, tmp_path / name, ignore=shutil.ignore_patterns("__pycache__"))
-    shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
-    rel, functions = _LOOKUPS[task]
-    text = (tmp_path / rel).read_text()
-    for name, kind in functions.items():
-        assert f"def {name}(" in text
-        text = text.replace(f"def {name}(", f"def _replaced{name}(")
-        text += (_ZIGZAG_BODY if kind == "zigzag" else _LOOKUP_BODY).format(name=name, kind=kind)
-    (tmp_path / rel).write_text(text)
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    env["PYTHONPATH"] = str(tmp_path)
-    run = subprocess.run(
-        [sys.executable, "-m", "minitorch_dist.grade", "--task", task, "--results", "r.json"],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
-    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
-    tests = json.loads((tmp_path / "r.json").read_text())["tests"]
-    passed = [t for t in tests if t["status"] == "passed" and t["max_score"]]
-    failed = [t["name"] for t in tests if t["status"] == "failed"]
-    if task == "lab09.2":  # its stored lists are what some of its tests compare with
-        assert passed, "the lookup should pass where the values are stored: is it a lookup?"
-    assert failed, f"a lookup of the stored values passes every graded test of {task}"
+
+def test_every_attack_targets_a_function_of_its_task() -> None:
+    """Guards the attacks: each replaces functions that exist (a renamed one would leave the
+    attack unused) and names a task that has solution blocks."""
+    tasks = set(package_tasks())
+    for attack in ATTACKS:
+        assert attack.task in tasks, attack.name
+        for target in attack.replacements:
+            owner, name = owner_of(target)
+            assert callable(getattr(owner, name)), target

@@ -9,6 +9,8 @@ padded); ``MAX_NORM`` is small enough that every step clips (asserted on the ref
 from __future__ import annotations
 
 import math
+import subprocess
+import sys
 from collections.abc import Callable
 
 import pytest
@@ -173,3 +175,49 @@ def test_bad_input_raises_value_error():
     """Catches a plain module clipped as if it were sharded, and a norm type that means nothing."""
     errors = launch(_bad_rank, 2)[0]
     assert len(errors) == 2 and "apply_zero3" in errors[0] and "norm_type" in errors[1]
+
+
+_GUARD_SCRIPT = """
+import importlib, pkgutil
+import torch, torch.nn.utils as utils, torch.nn.utils.clip_grad as clip_grad
+import minitorch_dist.zero as zero
+from minitorch_dist import launch
+
+def torch_functions():
+    return (clip_grad._clip_grads_with_norm_, utils.clip_grads_with_norm_, utils.clip_grad_norm_)
+
+before = torch_functions()
+for m in pkgutil.iter_modules(zero.__path__):  # every module of the package, imported
+    importlib.import_module("minitorch_dist.zero." + m.name)
+print("import:", "untouched" if torch_functions() == before else "patched")
+
+def rank(rank, world_size):
+    model = torch.nn.Linear(4, 3)
+    opt = zero.ZeroStage2(model, lr=0.1)
+    model(torch.ones(2, 4)).sum().backward()
+    built = "untouched" if torch_functions() == before else "patched"
+    try:
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        return built, "silent"
+    except RuntimeError as e:
+        return built, str(e)
+
+for built, clipped in launch(rank, 2):
+    print("built:", built)
+    print("clip:", clipped)
+"""
+
+
+def test_clip_guard_installed_when_a_zero_object_is_built_not_at_import():
+    """Catches the guard patching torch at import: importing every module of minitorch_dist.zero
+    must leave torch's clipping functions as they are; building a ZeroStage2 installs the guard,
+    and torch's clip_grad_norm_ on its (sharded) parameters still raises, naming ours."""
+    run = subprocess.run(
+        [sys.executable, "-c", _GUARD_SCRIPT], capture_output=True, text=True, timeout=300
+    )
+    assert run.returncode == 0, run.stderr
+    lines = run.stdout.splitlines()
+    assert lines[0] == "import: untouched", run.stdout
+    assert lines.count("built: patched") == 2, run.stdout
+    clips = [line for line in lines if line.startswith("clip:")]
+    assert len(clips) == 2 and all("minitorch_dist.zero.clip_grad_norm_" in c for c in clips)

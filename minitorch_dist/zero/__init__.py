@@ -13,8 +13,12 @@ optimizer shaped like torch's ``ZeroRedundancyOptimizer`` (any ``torch.optim`` c
     state       full (consolidated, any world size) and local (sharded) state dicts
     transform   apply_zero3(model): stage 3 as a module transform (FSDP2's fully_shard)
     clip        clip_grad_norm_: the global gradient norm over the shards (torch's raises)
+    base        the step every stage shares: reduce the gradients, update the shards, gather
+    compat      what makes a stage a torch.optim.Optimizer: param groups, state dicts
+    holdings    the bytes a rank keeps and sends, read off a stage (for measure)
     groups      param groups and units; sync: the same initial weights on every rank
-    guard       torch idioms that cannot be right on ZeRO's objects raise (installed on import)
+    guard       torch idioms that cannot be right on ZeRO's objects raise (installed by the
+                first ZeRO object built)
     stages      STAGES and zero_optimizer(model, stage): the stage by its number
     cost        bytes each rank sends per step, closed form (torch-free, for the planner)
     measure     per-rank bytes and bytes communicated, on emulated ranks and on fake ones

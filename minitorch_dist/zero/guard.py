@@ -4,14 +4,16 @@
 what this rank holds: at ZeRO-0 and -1 the rank's own, un-averaged gradients (the average is
 taken inside ``step()``); at ZeRO-2 and -3 nothing (``p.grad`` is None after backward: torch
 returns 0 and clips nothing); under ``apply_zero3`` this rank's shard, clipped by its own norm.
-Every ZeRO object marks the parameters it owns (a weak reference to the owner, set on the
-tensor), and :func:`install` wraps ``torch.nn.utils.clip_grad._clip_grads_with_norm_``, the
-function torch's ``clip_grad_norm_`` calls by its module-level name to scale the gradients, and
-the public alias ``torch.nn.utils.clip_grads_with_norm_``: given a marked parameter of a live
-ZeRO object, it raises a ``RuntimeError`` that names :func:`minitorch_dist.zero.clip_grad_norm_`.
+Every ZeRO object marks the parameters it owns when it is built (:func:`mark`: a weak
+reference to the owner, set on the tensor), and the first mark installs the guard
+(:func:`install`): it wraps ``torch.nn.utils.clip_grad._clip_grads_with_norm_``, the function
+torch's ``clip_grad_norm_`` calls by its module-level name to scale the gradients, and the
+public alias ``torch.nn.utils.clip_grads_with_norm_``. Given a marked parameter of a live ZeRO
+object, it raises a ``RuntimeError`` that names :func:`minitorch_dist.zero.clip_grad_norm_`.
 Because the lookup happens when torch's function runs, ``from torch.nn.utils import
-clip_grad_norm_`` made before importing minitorch_dist is caught too. Other tensors pass through
-to torch's own function untouched.
+clip_grad_norm_`` made before the ZeRO object was built is caught too. Other tensors pass
+through to torch's own function untouched. Importing ``minitorch_dist.zero`` patches nothing:
+a program that builds no ZeRO object keeps torch's functions as they are.
 
 **Optimizers whose state is not elementwise.** ZeRO runs the optimizer on a 1-D piece of each
 parameter's flattened values. That equals the optimizer on the whole parameter only if its
@@ -38,7 +40,9 @@ _ORIGINAL: dict[str, Any] = {}
 
 
 def mark(tensors: Iterable[torch.Tensor], owner: object, what: str) -> None:
-    """Record on each tensor that ``owner`` (described as ``what``) owns its gradient."""
+    """Record on each tensor that ``owner`` (described as ``what``) owns its gradient, and
+    install the guard that makes torch's ``clip_grad_norm_`` refuse such tensors."""
+    install()
     ref = weakref.ref(owner)
     for t in tensors:
         setattr(t, _MARK, (ref, what))
@@ -154,6 +158,3 @@ def _check(
             f"parameter (max difference {err:.3g} on a 3 x 4 probe): ZeRO shards "
             "only optimizers whose update is elementwise"
         )
-
-
-install()  # on import: every ZeRO object marks its parameters through this module
