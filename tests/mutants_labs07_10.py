@@ -15,12 +15,13 @@ import torch.distributed as dist
 import torch.nn.functional as F
 from mutants_common import Mutant
 
+from minitorch_dist.comm.collectives import all_reduce_copy, split_copy
 from minitorch_dist.context_parallel.blocks import block_attention, block_attention_backward
 from minitorch_dist.context_parallel.layout import check_layout
 from minitorch_dist.context_parallel.ring import RingComm, _rank, _size, block_plan, pieces_of
 from minitorch_dist.models.capacity import check_top_k
 from minitorch_dist.pipeline.schedules import Action
-from minitorch_dist.tensor_parallel.functions import _all_reduce, _split, reduce_from_tp
+from minitorch_dist.tensor_parallel.functions import reduce_from_tp
 from minitorch_dist.tensor_parallel.layers import group_rank
 from minitorch_dist.tensor_parallel.vocab import _upcast
 
@@ -136,14 +137,14 @@ def _cross_entropy_no_max(ctx, local_logits, target, group, vocab_size):  # noqa
     if vocab_size is not None and start + width > vocab_size:
         column = torch.arange(start, start + width, device=x.device)
         x = x.masked_fill(column >= vocab_size, float("-inf"))
-    top = _all_reduce(x.max(dim=-1).values, group, dist.ReduceOp.MAX)  # computed, never used
+    top = all_reduce_copy(x.max(dim=-1).values, group, dist.ReduceOp.MAX)  # computed, never used
     del top  # exp of the raw logits: overflows for large ones
     mine = (target >= start) & (target < start + width)
     local = torch.where(mine, target - start, 0)
     picked = x.gather(-1, local.unsqueeze(-1)).squeeze(-1)
-    picked = _all_reduce(torch.where(mine, picked, 0.0), group)
+    picked = all_reduce_copy(torch.where(mine, picked, 0.0), group)
     exp = x.exp()
-    total = _all_reduce(exp.sum(dim=-1), group)
+    total = all_reduce_copy(exp.sum(dim=-1), group)
     ctx.save_for_backward(exp.div_(total.unsqueeze(-1)), local, mine)
     ctx.dtype = local_logits.dtype
     return total.log() - picked
@@ -161,9 +162,9 @@ def _cross_entropy_local_max(ctx, local_logits, target, group, vocab_size):  # n
     mine = (target >= start) & (target < start + width)
     local = torch.where(mine, target - start, 0)
     picked = x.gather(-1, local.unsqueeze(-1)).squeeze(-1)
-    picked = _all_reduce(torch.where(mine, picked, 0.0), group)
+    picked = all_reduce_copy(torch.where(mine, picked, 0.0), group)
     exp = x.exp()
-    total = _all_reduce(exp.sum(dim=-1), group)
+    total = all_reduce_copy(exp.sum(dim=-1), group)
     ctx.save_for_backward(exp.div_(total.unsqueeze(-1)), local, mine)
     ctx.dtype = local_logits.dtype
     return total.log() - picked
@@ -178,14 +179,14 @@ def _cross_entropy_unpadded_offset(ctx, local_logits, target, group, vocab_size)
     if vocab_size is not None and start + width > vocab_size:
         column = torch.arange(start, start + width, device=x.device)
         x = x.masked_fill(column >= vocab_size, float("-inf"))
-    top = _all_reduce(x.max(dim=-1).values, group, dist.ReduceOp.MAX)
+    top = all_reduce_copy(x.max(dim=-1).values, group, dist.ReduceOp.MAX)
     x = x - top.unsqueeze(-1)
     mine = (target >= start) & (target < start + width)
     local = torch.where(mine, target - start, 0)
     picked = x.gather(-1, local.unsqueeze(-1)).squeeze(-1)
-    picked = _all_reduce(torch.where(mine, picked, 0.0), group)
+    picked = all_reduce_copy(torch.where(mine, picked, 0.0), group)
     exp = x.exp()
-    total = _all_reduce(exp.sum(dim=-1), group)
+    total = all_reduce_copy(exp.sum(dim=-1), group)
     ctx.save_for_backward(exp.div_(total.unsqueeze(-1)), local, mine)
     ctx.dtype = local_logits.dtype
     return total.log() - picked
@@ -198,7 +199,7 @@ def _sp_norms_not_reduced(model, group):  # noqa: ANN001, ANN202
 
 @staticmethod
 def _gather_backward_local(ctx, grad):  # noqa: ANN001, ANN205
-    return _split(grad, ctx.group, ctx.dim), None, None  # my tokens' gradient from me alone
+    return split_copy(grad, ctx.group, ctx.dim), None, None  # my tokens' gradient from me alone
 
 
 # -- lab08.1: the online-softmax merge ----------------------------------------------------------

@@ -14,7 +14,15 @@ from typing import TYPE_CHECKING
 from minitorch_dist.lazy import attach
 
 if TYPE_CHECKING:  # what an editor follows; attach() imports each name on first use
-    from .collectives import all_gather_copy, all_reduce_copy, reduce_scatter_copy, split_copy
+    from .collectives import (
+        all_gather_copy,
+        all_gather_stacked,
+        all_reduce_copy,
+        all_to_all_copy,
+        reduce_scatter_copy,
+        reduce_scatter_stacked,
+        split_copy,
+    )
     from .cost import (
         RING_OPS,
         algorithm_bandwidth,

@@ -10,7 +10,13 @@ counted on one rank and not the other). On a GPU, NCCL needs no such copy; Megat
 
 Tensor parallelism's region operators (:mod:`minitorch_dist.tensor_parallel.functions`) are
 built from these; ``dim`` is the dimension gathered, scattered or split (the sequence, ``dim=1``,
-in our (b, s, h) activations).
+in our (b, s, h) activations). Context parallelism's all-gather attention and Ulysses
+(:mod:`minitorch_dist.context_parallel.alternatives`) use :func:`all_gather_stacked`,
+:func:`reduce_scatter_stacked` and :func:`all_to_all_copy`: the first two keep one rank's part
+apart from the others' (a leading dimension of size n) and return the collective's own output
+buffer, with no second copy, as the all-gather attention's memory was always measured.
+
+Each collective has this one name; the package calls it by that name (``tests/test_signatures.py``).
 """
 
 from __future__ import annotations
@@ -25,7 +31,15 @@ from minitorch_dist.comm.groups import group_rank, group_size
 from minitorch_dist.comm.shim import all_gather_into_tensor, reduce_scatter_tensor
 from minitorch_dist.scopes import backend_scope
 
-__all__ = ["all_gather_copy", "all_reduce_copy", "reduce_scatter_copy", "split_copy"]
+__all__ = [
+    "all_gather_copy",
+    "all_gather_stacked",
+    "all_reduce_copy",
+    "all_to_all_copy",
+    "reduce_scatter_copy",
+    "reduce_scatter_stacked",
+    "split_copy",
+]
 
 
 def all_reduce_copy(x: torch.Tensor, group: Any, op: Any = dist.ReduceOp.SUM) -> torch.Tensor:
@@ -69,3 +83,31 @@ def split_copy(x: torch.Tensor, group: Any, dim: int) -> torch.Tensor:
     t = group_size(group)
     check_divisible("seq_len", x.shape[dim], "tp", t)
     return x.chunk(t, dim=dim)[group_rank(group)].contiguous()  # (b, s/t, h): my tokens
+
+
+def all_gather_stacked(x: torch.Tensor, group: Any) -> torch.Tensor:
+    """Every rank's ``x`` stacked in rank order: (...) on each rank -> (n, ...)."""
+    n = group_size(group)
+    out = x.new_empty((n * x.shape[0], *x.shape[1:]))  # gloo gathers along dim 0
+    with backend_scope():
+        all_gather_into_tensor(out, x.contiguous(), group=group)
+    return out.view(n, *x.shape)
+
+
+def reduce_scatter_stacked(x: torch.Tensor, group: Any) -> torch.Tensor:
+    """Entry r of the ranks' summed ``x`` on rank r: (n, ...) on each rank -> (...)."""
+    out = x.new_empty(x.shape[1:])
+    with backend_scope():
+        reduce_scatter_tensor(out, x.contiguous().flatten(0, 1), group=group)
+    return out
+
+
+def all_to_all_copy(x: torch.Tensor, group: Any, scatter_dim: int, gather_dim: int) -> torch.Tensor:
+    """Cut ``x`` into n pieces along ``scatter_dim``, send piece j to rank j, and concatenate
+    what arrives along ``gather_dim`` in rank order, in a new tensor."""
+    n = group_size(group)
+    inputs = [t.contiguous() for t in x.chunk(n, dim=scatter_dim)]
+    outputs = [torch.empty_like(t) for t in inputs]
+    with backend_scope():
+        dist.all_to_all(outputs, inputs, group=group)
+    return torch.cat(outputs, dim=gather_dim)

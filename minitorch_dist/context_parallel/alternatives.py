@@ -18,12 +18,15 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-import torch.distributed as dist
 import torch.nn.functional as F
 
 from minitorch_dist.checks import check_divisible
+from minitorch_dist.comm.collectives import (
+    all_gather_stacked,
+    all_to_all_copy,
+    reduce_scatter_stacked,
+)
 from minitorch_dist.comm.groups import group_rank, group_size
-from minitorch_dist.comm.shim import all_gather_into_tensor, reduce_scatter_tensor
 from minitorch_dist.context_parallel.blocks import (
     block_attention,
     block_attention_backward,
@@ -31,25 +34,8 @@ from minitorch_dist.context_parallel.blocks import (
 )
 from minitorch_dist.context_parallel.layout import check_layout, shard_positions
 from minitorch_dist.context_parallel.ring import block_plan, pieces_of
-from minitorch_dist.scopes import backend_scope
 
 __all__ = ["allgather_attention", "ulysses_attention"]
-
-
-def _gather_seq(x: torch.Tensor, group: Any) -> torch.Tensor:
-    """(b, h, s/cp, d) on each rank -> (cp, b, h, s/cp, d): every rank's shard, in rank order."""
-    out = x.new_empty((group_size(group) * x.shape[0], *x.shape[1:]))  # gloo: shards along dim 0
-    with backend_scope():
-        all_gather_into_tensor(out, x.contiguous(), group=group)
-    return out.view(group_size(group), *x.shape)
-
-
-def _reduce_scatter_seq(x: torch.Tensor, group: Any) -> torch.Tensor:
-    """(cp, b, h, s/cp, d) partial sums on each rank -> this rank's (b, h, s/cp, d), summed."""
-    out = x.new_empty(x.shape[1:])
-    with backend_scope():
-        reduce_scatter_tensor(out, x.contiguous().flatten(0, 1), group=group)
-    return out
 
 
 class _AllGatherAttention(torch.autograd.Function):
@@ -58,7 +44,8 @@ class _AllGatherAttention(torch.autograd.Function):
         ctx: Any, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, group: Any, layout: str
     ) -> torch.Tensor:
         cp, rank = group_size(group), group_rank(group)
-        k_all, v_all = _gather_seq(k, group), _gather_seq(v, group)  # (cp, b, KV, s/cp, d)
+        k_all = all_gather_stacked(k, group)  # (cp, b, KV, s/cp, d): every rank's shard
+        v_all = all_gather_stacked(v, group)
         # BEGIN SOLUTION lab08.2: the ring's block loop, on the gathered K/V of each rank in turn
         qs, out = pieces_of(q, layout), [None] * (1 if layout == "contiguous" else 2)
         for src in range(cp):
@@ -92,8 +79,8 @@ class _AllGatherAttention(torch.autograd.Function):
                 dks[j].add_(g[1])
                 dvs[j].add_(g[2])
         # END SOLUTION
-        dk = _reduce_scatter_seq(dk_all, ctx.group)  # each owner gets the sum of the shares
-        dv = _reduce_scatter_seq(dv_all, ctx.group)
+        dk = reduce_scatter_stacked(dk_all, ctx.group)  # each owner gets the sum of the shares
+        dv = reduce_scatter_stacked(dv_all, ctx.group)
         return torch.cat(dq, dim=2), dk, dv, None, None
 
 
@@ -120,21 +107,12 @@ class _AllToAll(torch.autograd.Function):
         ctx: Any, x: torch.Tensor, group: Any, scatter_dim: int, gather_dim: int
     ) -> torch.Tensor:
         ctx.group, ctx.dims = group, (scatter_dim, gather_dim)
-        return _all_to_all(x, group, scatter_dim, gather_dim)
+        return all_to_all_copy(x, group, scatter_dim, gather_dim)
 
     @staticmethod
     def backward(ctx: Any, grad: torch.Tensor) -> tuple[Any, ...]:
         scatter_dim, gather_dim = ctx.dims
-        return _all_to_all(grad, ctx.group, gather_dim, scatter_dim), None, None, None
-
-
-def _all_to_all(x: torch.Tensor, group: Any, scatter_dim: int, gather_dim: int) -> torch.Tensor:
-    cp = group_size(group)
-    inputs = [t.contiguous() for t in x.chunk(cp, dim=scatter_dim)]
-    outputs = [torch.empty_like(t) for t in inputs]
-    with backend_scope():
-        dist.all_to_all(outputs, inputs, group=group)
-    return torch.cat(outputs, dim=gather_dim)
+        return all_to_all_copy(grad, ctx.group, gather_dim, scatter_dim), None, None, None
 
 
 def ulysses_attention(

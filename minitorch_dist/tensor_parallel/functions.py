@@ -30,13 +30,13 @@ from typing import Any
 import torch
 
 from minitorch_dist.checks import check_divisible
-
-# the group helpers and the copying collectives live in comm; the old names stay importable here
-from minitorch_dist.comm.collectives import all_gather_copy as _all_gather
-from minitorch_dist.comm.collectives import all_reduce_copy as _all_reduce
-from minitorch_dist.comm.collectives import reduce_scatter_copy as _reduce_scatter
-from minitorch_dist.comm.collectives import split_copy as _split
-from minitorch_dist.comm.groups import group_rank, group_size
+from minitorch_dist.comm.collectives import (
+    all_gather_copy,
+    all_reduce_copy,
+    reduce_scatter_copy,
+    split_copy,
+)
+from minitorch_dist.comm.groups import group_size
 
 __all__ = [
     "CopyToTP",
@@ -46,15 +46,13 @@ __all__ = [
     "ScatterToSP",
     "copy_to_tp",
     "gather_from_sp",
-    "group_rank",
-    "group_size",
     "reduce_from_tp",
     "reduce_scatter_to_sp",
     "scatter_to_sp",
 ]
 
-# The helpers the tasks call: _all_reduce (lab07.1), _all_gather, _reduce_scatter and _split
-# (lab07.5), each returning a new tensor (minitorch_dist.comm.collectives says why).
+# The collectives the tasks call: all_reduce_copy (lab07.1), all_gather_copy, reduce_scatter_copy
+# and split_copy (lab07.5), each returning a new tensor (minitorch_dist.comm.collectives says why).
 
 
 # -- Megatron's f and g -----------------------------------------------------------------------
@@ -70,7 +68,7 @@ class CopyToTP(torch.autograd.Function):
     @staticmethod
     def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, None]:
         # BEGIN SOLUTION lab07.1: f's backward sums the ranks' partial input gradients
-        return _all_reduce(grad, ctx.group), None
+        return all_reduce_copy(grad, ctx.group), None
         # END SOLUTION
 
 
@@ -81,7 +79,7 @@ class ReduceFromTP(torch.autograd.Function):
     @staticmethod
     def forward(ctx: Any, x: torch.Tensor, group: Any) -> torch.Tensor:
         # BEGIN SOLUTION lab07.1: g's forward sums the ranks' partial outputs
-        return _all_reduce(x, group)
+        return all_reduce_copy(x, group)
         # END SOLUTION
 
     @staticmethod
@@ -98,13 +96,14 @@ class GatherFromSP(torch.autograd.Function):
     def forward(ctx: Any, x: torch.Tensor, group: Any, dim: int) -> torch.Tensor:
         ctx.group, ctx.dim = group, dim
         # BEGIN SOLUTION lab07.5: gather every rank's tokens; backward reduce-scatters
-        return _all_gather(x, group, dim)  # (b, s/t, h) -> (b, s, h)
+        return all_gather_copy(x, group, dim)  # (b, s/t, h) -> (b, s, h)
         # END SOLUTION
 
     @staticmethod
     def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, None, None]:
         # BEGIN SOLUTION lab07.5: the gradient of a gather is a reduce-scatter
-        return _reduce_scatter(grad, ctx.group, ctx.dim), None, None  # (b, s, h) -> (b, s/t, h)
+        # (b, s, h) -> (b, s/t, h)
+        return reduce_scatter_copy(grad, ctx.group, ctx.dim), None, None
         # END SOLUTION
 
 
@@ -116,13 +115,14 @@ class ReduceScatterToSP(torch.autograd.Function):
     def forward(ctx: Any, x: torch.Tensor, group: Any, dim: int) -> torch.Tensor:
         ctx.group, ctx.dim = group, dim
         # BEGIN SOLUTION lab07.5: sum the partial outputs, keep my tokens; backward all-gathers
-        return _reduce_scatter(x, group, dim)  # (b, s, h) -> (b, s/t, h)
+        return reduce_scatter_copy(x, group, dim)  # (b, s, h) -> (b, s/t, h)
         # END SOLUTION
 
     @staticmethod
     def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, None, None]:
         # BEGIN SOLUTION lab07.5: the gradient of a reduce-scatter is an all-gather
-        return _all_gather(grad, ctx.group, ctx.dim), None, None  # (b, s/t, h) -> (b, s, h)
+        # (b, s/t, h) -> (b, s, h)
+        return all_gather_copy(grad, ctx.group, ctx.dim), None, None
         # END SOLUTION
 
 
@@ -134,13 +134,13 @@ class ScatterToSP(torch.autograd.Function):
     def forward(ctx: Any, x: torch.Tensor, group: Any, dim: int) -> torch.Tensor:
         ctx.group, ctx.dim = group, dim
         # BEGIN SOLUTION lab07.5: keep my tokens; backward all-gathers the gradient
-        return _split(x, group, dim)  # (b, s, h) -> (b, s/t, h)
+        return split_copy(x, group, dim)  # (b, s, h) -> (b, s/t, h)
         # END SOLUTION
 
     @staticmethod
     def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, None, None]:
         # BEGIN SOLUTION lab07.5: the other ranks' slices had no gradient from me: gather
-        return _all_gather(grad, ctx.group, ctx.dim), None, None
+        return all_gather_copy(grad, ctx.group, ctx.dim), None, None
         # END SOLUTION
 
 

@@ -26,11 +26,10 @@ import torch.nn.functional as F
 from torch import nn
 
 from minitorch_dist.checks import check_bool, check_divisible
+from minitorch_dist.comm.groups import group_rank, group_size
 from minitorch_dist.tensor_parallel.functions import (
     copy_to_tp,
     gather_from_sp,
-    group_rank,
-    group_size,
     reduce_from_tp,
     reduce_scatter_to_sp,
 )

@@ -24,16 +24,12 @@ import torch
 from torch import nn
 
 from minitorch_dist.checks import check_bool, check_divisible, check_int
+from minitorch_dist.comm.collectives import all_reduce_copy
+from minitorch_dist.comm.groups import group_rank, group_size
 from minitorch_dist.models.llama import Attention, Block, Llama, SwiGLU
 from minitorch_dist.reference import Shard
 from minitorch_dist.tensor_parallel.cost import kv_heads_per_rank
-from minitorch_dist.tensor_parallel.functions import (
-    _all_reduce,
-    copy_to_tp,
-    gather_from_sp,
-    group_rank,
-    group_size,
-)
+from minitorch_dist.tensor_parallel.functions import copy_to_tp, gather_from_sp
 from minitorch_dist.tensor_parallel.layers import ColumnParallelLinear, RowParallelLinear
 from minitorch_dist.tensor_parallel.sequence import save_shard_regather, sequence_parallel_norms
 from minitorch_dist.tensor_parallel.vocab import (
@@ -113,7 +109,7 @@ def sum_replica_grads(param: nn.Parameter, group: Any, index: int, parts: int) -
     def hook(grad: torch.Tensor) -> torch.Tensor:
         slots = grad.new_zeros((parts, *grad.shape))  # (KV, d, h)
         slots[index] = grad
-        return _all_reduce(slots, group)[index]  # slot k: sum over the ranks holding copy k
+        return all_reduce_copy(slots, group)[index]  # slot k: sum over the ranks holding copy k
 
     param.register_hook(hook)
 

@@ -19,7 +19,7 @@ from typing import Any
 
 import torch
 
-from minitorch_dist.tensor_parallel.functions import group_rank
+from minitorch_dist.comm.groups import group_rank
 
 __all__ = ["REGION_SEED_OFFSET", "tp_generators"]
 

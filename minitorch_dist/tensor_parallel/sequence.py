@@ -25,8 +25,8 @@ from typing import Any
 import torch
 from torch import nn
 
+from minitorch_dist.comm.collectives import all_gather_copy, all_reduce_copy
 from minitorch_dist.models.llama import RMSNorm
-from minitorch_dist.tensor_parallel.functions import _all_gather, _all_reduce
 
 __all__ = ["norm_weights", "reduce_norm_grads", "save_shard_regather", "sequence_parallel_norms"]
 
@@ -42,7 +42,7 @@ def sequence_parallel_norms(model: nn.Module, group: Any) -> list[Any]:
     handles = []
     # BEGIN SOLUTION lab07.5: each rank's norm gradient covers its s/t tokens: sum them
     for weight in norm_weights(model):
-        handles.append(weight.register_hook(lambda grad: _all_reduce(grad, group)))
+        handles.append(weight.register_hook(lambda grad: all_reduce_copy(grad, group)))
     # END SOLUTION
     return handles
 
@@ -53,7 +53,7 @@ def reduce_norm_grads(model: nn.Module, group: Any) -> None:
     # BEGIN SOLUTION lab07.5: sum the partial norm gradients over the group
     for weight in norm_weights(model):
         if weight.grad is not None:
-            weight.grad.copy_(_all_reduce(weight.grad, group))
+            weight.grad.copy_(all_reduce_copy(weight.grad, group))
     # END SOLUTION
 
 
@@ -76,7 +76,7 @@ class _Regather:
             return packed
         region, shape, stride, offset = packed
         if region.full is None:  # the first of wq, wk, wv (or w1, w3) to need it: one all-gather
-            region.full = _all_gather(region.local, region.group, 1)  # (b, s/t, h) -> (b, s, h)
+            region.full = all_gather_copy(region.local, region.group, 1)  # (b, s/t, h) -> (b, s, h)
         return region.full.as_strided(shape, stride, offset)  # the view the linear saved
 
 

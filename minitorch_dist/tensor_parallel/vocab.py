@@ -24,14 +24,10 @@ import torch.nn.functional as F
 from torch import nn
 
 from minitorch_dist.checks import check_bool, check_int
+from minitorch_dist.comm.collectives import all_reduce_copy
+from minitorch_dist.comm.groups import group_rank, group_size
 from minitorch_dist.models.configs import padded_vocab_size
-from minitorch_dist.tensor_parallel.functions import (
-    _all_reduce,
-    group_rank,
-    group_size,
-    reduce_from_tp,
-    reduce_scatter_to_sp,
-)
+from minitorch_dist.tensor_parallel.functions import reduce_from_tp, reduce_scatter_to_sp
 from minitorch_dist.tensor_parallel.layers import ColumnParallelLinear
 
 __all__ = [
@@ -131,14 +127,14 @@ class VocabParallelCrossEntropy(torch.autograd.Function):
         if vocab_size is not None and start + width > vocab_size:  # padded columns: never a token
             column = torch.arange(start, start + width, device=x.device)
             x = x.masked_fill(column >= vocab_size, float("-inf"))
-        top = _all_reduce(x.max(dim=-1).values, group, dist.ReduceOp.MAX)  # (b, s)
+        top = all_reduce_copy(x.max(dim=-1).values, group, dist.ReduceOp.MAX)  # (b, s)
         x = x - top.unsqueeze(-1)  # (b, s, V/t), <= 0: exp cannot overflow
         mine = (target >= start) & (target < start + width)  # (b, s): do I own the target?
         local = torch.where(mine, target - start, 0)  # (b, s)
         picked = x.gather(-1, local.unsqueeze(-1)).squeeze(-1)  # (b, s)
-        picked = _all_reduce(torch.where(mine, picked, 0.0), group)  # the owner's value
+        picked = all_reduce_copy(torch.where(mine, picked, 0.0), group)  # the owner's value
         exp = x.exp()  # (b, s, V/t)
-        total = _all_reduce(exp.sum(dim=-1), group)  # (b, s)
+        total = all_reduce_copy(exp.sum(dim=-1), group)  # (b, s)
         ctx.save_for_backward(exp.div_(total.unsqueeze(-1)), local, mine)  # softmax on my columns
         ctx.dtype = local_logits.dtype
         return total.log() - picked  # (b, s): -log softmax[target]

@@ -1,0 +1,74 @@
+"""Rules of the package's signatures that a reader relies on, checked over its source.
+
+One name per collective: the copying collectives live in ``minitorch_dist.comm.collectives``
+under one name each; no other module defines its own wrapper of a collective, imports one
+under another name, or re-exports one (each such spelling is a second name to look up).
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parents[1] / "minitorch_dist"
+COMM = PACKAGE / "comm"
+# a function named as a collective: _all_reduce, all_gather_seq, _split, reduce_scatter_copy ...
+# (a method that gathers its own object's state, ZeRO's ``_gather``, is not one)
+COLLECTIVE = re.compile(
+    r"_*(all_reduce|all_gather|reduce_scatter|all_to_all|broadcast)(_copy|_seq|_single|_tensor|_stacked)?"
+    r"|_*(split|gather|scatter)(_copy|_seq|_single|_tensor|_stacked)"
+)
+
+
+def _modules(skip_comm: bool = True) -> list[tuple[Path, ast.Module]]:
+    out = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        if "course" in path.parts or (skip_comm and COMM in path.parents):
+            continue
+        out.append((path, ast.parse(path.read_text(), filename=str(path))))
+    return out
+
+
+def _all(tree: ast.Module) -> set[str]:
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets
+        ):
+            return {e.value for e in node.value.elts if isinstance(e, ast.Constant)}
+    return set()
+
+
+def test_no_module_outside_comm_defines_a_collective_of_its_own() -> None:
+    """Catches a second spelling of a collective (tensor parallelism's ``_all_reduce`` beside
+    ``comm``'s ``all_reduce_copy``; context parallelism's ``_gather_seq``)."""
+    found = [
+        f"{path.relative_to(PACKAGE)}:{node.lineno} {node.name}"
+        for path, tree in _modules()
+        for node in ast.walk(tree)
+        if isinstance(node, ast.FunctionDef) and COLLECTIVE.fullmatch(node.name)
+    ]
+    assert not found, f"collectives defined outside minitorch_dist/comm: {found}"
+
+
+def test_comm_names_are_imported_and_exported_under_their_own_name_only() -> None:
+    """Catches ``from minitorch_dist.comm.collectives import all_reduce_copy as _all_reduce``
+    and a module that lists a name it imports from ``comm`` in its ``__all__``."""
+    renamed, exported = [], []
+    for path, tree in _modules():
+        public = _all(tree)
+        for node in ast.walk(tree):
+            if not (isinstance(node, ast.ImportFrom) and node.module):
+                continue
+            if not node.module.startswith("minitorch_dist.comm") and not (
+                node.level and node.module.startswith("comm")
+            ):
+                continue
+            for alias in node.names:
+                where = f"{path.relative_to(PACKAGE)}:{node.lineno}"
+                if alias.asname and alias.asname != alias.name:
+                    renamed.append(f"{where} {alias.name} as {alias.asname}")
+                if (alias.asname or alias.name) in public and path.name != "__init__.py":
+                    exported.append(f"{where} {alias.name}")
+    assert not renamed, f"comm names imported under another name: {renamed}"
+    assert not exported, f"comm names re-exported by another module: {exported}"
