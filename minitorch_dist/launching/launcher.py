@@ -35,6 +35,7 @@ import torch
 import torch.multiprocessing as mp
 
 from minitorch_dist.checks import check_int
+from minitorch_dist.launching.by_value import ByValue
 from minitorch_dist.launching.child import _child, _read, launch_cpu
 from minitorch_dist.launching.gpu import _run_in_torchrun, torchrun, under_torchrun
 from minitorch_dist.launching.report import (
@@ -68,6 +69,7 @@ def launch(
     timeout: float = 60.0,
     ranks: int | Sequence[int] | str = 0,
     backend: str = "gloo",
+    start_method: str = "fork",
 ) -> list[Any]:
     """Run ``fn(rank, world_size, *args)`` on ``world_size`` ranks; return results in rank order.
 
@@ -78,12 +80,20 @@ def launch(
     whose output is relayed: ``0`` (default), a list of ranks, or ``"all"``; with more than one,
     each line is prefixed ``[rank k]``. Inside torchrun, ``fn`` runs once for this process's rank
     and the returned list holds every rank's result (gathered with ``all_gather_object``).
+
+    ``start_method="spawn"`` (or ``"forkserver"``) starts each rank as a fresh interpreter instead
+    of a fork, for a platform or a process that cannot fork: ``fn`` and ``args`` are then sent
+    by value (:mod:`~minitorch_dist.launching.by_value`), so a notebook's own functions still run.
     """
     check_int("world_size", world_size)
     if not timeout > 0:
         raise ValueError(f"timeout must be > 0 seconds, got {timeout!r}")
     if backend not in ("gloo", "nccl"):
         raise ValueError(f"backend must be 'gloo' or 'nccl', got {backend!r}")
+    if start_method not in ("fork", "spawn", "forkserver"):
+        raise ValueError(
+            f"start_method must be 'fork', 'spawn' or 'forkserver', got {start_method!r}"
+        )
     shown = _shown_ranks(ranks, world_size)
     if under_torchrun():
         return _run_in_torchrun(fn, world_size, args, timeout)
@@ -92,13 +102,15 @@ def launch(
             "backend='nccl' needs one process per GPU started by torchrun (forked processes "
             "cannot use CUDA): run the script with torchrun, or minitorch_dist.torchrun(script, n)"
         )
-    if torch.cuda.is_initialized():
+    if start_method != "fork":  # a fresh interpreter finds no notebook function by its name
+        fn, args = ByValue(fn, args), ()
+    elif torch.cuda.is_initialized():
         raise LaunchError(
             "CUDA is already initialised in this process, so it cannot fork emulated ranks. "
-            "Run the code as a script with torchrun (minitorch_dist.torchrun(script, nproc)) "
-            "or restart the kernel and launch before touching CUDA."
+            "Run the code as a script with torchrun (minitorch_dist.torchrun(script, nproc)), "
+            "restart the kernel and launch before touching CUDA, or pass start_method='spawn'."
         )
-    return _fork_and_join(fn, world_size, args, timeout, shown, backend)
+    return _fork_and_join(fn, world_size, args, timeout, shown, backend, start_method)
 
 
 def _shown_ranks(ranks: int | Sequence[int] | str, world_size: int) -> list[int]:
@@ -111,15 +123,16 @@ def _shown_ranks(ranks: int | Sequence[int] | str, world_size: int) -> list[int]
     return chosen
 
 
-def _fork_context() -> Any:
+def _fork_context(start_method: str = "fork") -> Any:
     """multiprocessing's "fork", or a ``LaunchError`` saying where the labs run instead."""
     try:
-        return mp.get_context("fork")
+        return mp.get_context(start_method)
     except ValueError:  # "cannot find context for 'fork'": Windows has no fork
         raise LaunchError(
             f"emulated ranks are forked processes, and this platform ({sys.platform}) cannot "
             "fork. Run the labs on Linux or macOS, in WSL 2 on Windows, or in Colab; or run a "
-            "script on each rank with torchrun (minitorch_dist.torchrun(script, nproc))"
+            "script on each rank with torchrun (minitorch_dist.torchrun(script, nproc)). "
+            "launch(..., start_method='spawn') starts fresh interpreters instead (tested on Linux)"
         ) from None
 
 
@@ -130,8 +143,9 @@ def _fork_and_join(
     timeout: float,
     shown: list[int],
     backend: str,
+    start_method: str = "fork",
 ) -> list[Any]:
-    ctx = _fork_context()
+    ctx = _fork_context(start_method)
     # A socket listening on a port the OS chose (two launches never collide); rank 0 serves the
     # rendezvous store on it. The parent starts no store thread of its own: forking a process
     # while a store thread holds a lock can leave a child deadlocked.
