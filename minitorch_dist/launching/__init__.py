@@ -5,6 +5,7 @@ started (chapter 0).
     child       what each forked rank runs: join the group, run fn, report to the parent
     report      how a launch fails: RankError, RankTimeoutError, the root cause, stuck ranks
     gpu         the GPU path: inside torchrun, and torchrun() from Python
+    by_value    start_method='spawn': a notebook's own functions pickled by value
 
 ``from minitorch_dist import launch`` is the name readers use; the package's own modules import
 :mod:`minitorch_dist.launching.launcher`. The package is not called ``launch``: a subpackage of
