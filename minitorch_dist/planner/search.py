@@ -28,6 +28,7 @@ from .config import RECOMPUTE, ParallelConfig, micro_batches, validate
 from .cost import StepTime, step_time
 from .fit import peak_memory
 from .model import as_model
+from .roofline import Phase, roofline
 
 __all__ = [
     "Choice",
@@ -91,6 +92,12 @@ class Plan:
             if row.config == config:
                 return i
         return None
+
+    def roofline(self, config: ParallelConfig, *, overlap: bool = False) -> list[Phase]:
+        """``config``'s phases on this problem, each with the resource that bounds it and how
+        far the step time puts it from its roof (:func:`~.roofline.roofline`)."""
+        kw = {"global_batch": self.global_batch, "seq_len": self.seq_len}
+        return roofline(self.model, self.cluster, config, **kw, overlap=overlap)
 
 
 def divisors(n: int) -> list[int]:
