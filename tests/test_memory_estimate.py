@@ -6,6 +6,8 @@ ZeRO (Rajbhandari et al. 2020, section 3.1 and 5, Figure 1) and Korthikanti et a
 
 from __future__ import annotations
 
+import random
+
 import pytest
 
 from minitorch_dist.memory import (
@@ -121,6 +123,35 @@ def test_offload_moves_optimizer_states_to_cpu() -> None:
     assert got == states(2000, 250, 0, offloaded=1500)
 
 
+@pytest.mark.lab01
+@pytest.mark.task("lab01.1")
+def test_model_states_at_sizes_drawn_per_run() -> None:
+    """Catches a table of the values printed above: at a parameter count, dp and recipe drawn
+    for this run (not stored anywhere), each ZeRO stage shards what section 5 says, with the
+    shard ceil(P / N) padded up."""
+    rng = random.Random()
+    n, dp = rng.randrange(10**3, 10**11), rng.randrange(2, 2049)
+    recipe = rng.choice(["mixed", "mixed_fp32_grads", "fp32"])
+    p, g, o = {"mixed": (2, 2, 12), "mixed_fp32_grads": (2, 6, 12), "fp32": (4, 4, 8)}[recipe]
+    shard = -(-n // dp)
+    sharded = {
+        0: (),
+        1: ("optimizer",),
+        2: ("grads", "optimizer"),
+        3: ("params", "grads", "optimizer"),
+    }
+    for stage, parts in sharded.items():
+        count = {k: shard if k in parts else n for k in ("params", "grads", "optimizer")}
+        want = states(p * count["params"], g * count["grads"], o * count["optimizer"])
+        got = model_state_bytes(n, zero_stage=stage, dp=dp, recipe=recipe)
+        assert got == want, (
+            f"{n:,} params, dp = {dp}, recipe {recipe!r}, ZeRO-{stage} (drawn for this run): "
+            f"got {got}, not {want}. ZeRO-{stage} shards {', '.join(parts) or 'nothing'} into "
+            f"ceil(P / N) = {shard:,} params per rank; the rest stays whole ({p} + {g} + {o} "
+            "bytes per param): compute it from P, N and the recipe, not from stored cases"
+        )
+
+
 def test_model_state_validation() -> None:
     """Catches silently accepting impossible settings."""
     with pytest.raises(ValueError, match="num_params must be an integer >= 0, got -1"):
@@ -200,6 +231,37 @@ def test_activation_validation() -> None:
         activation_bytes(seq_len=0, micro_batch=1, hidden=768, heads=12)
     with pytest.raises(ValueError, match="micro_batch must be an integer"):
         activation_bytes(seq_len=8, micro_batch=1.0, hidden=768, heads=12)  # type: ignore[arg-type]
+
+
+@pytest.mark.lab01
+@pytest.mark.task("lab01.2")
+def test_activations_at_sizes_drawn_per_run() -> None:
+    """Catches a table of the values printed above: at sizes drawn for this run (not stored
+    anywhere), Korthikanti's per-layer bytes, 34 sbh + 5 a s^2 b without parallelism, with tp
+    (10 sbh + 24 sbh / t + 5 a s^2 b / t), tp with sp (all of it / t), selective and full."""
+    rng = random.Random()
+    t = rng.choice([2, 4, 8])
+    a = t * rng.randrange(1, 17)
+    s, b, h, layers = 64 * rng.randrange(1, 65), rng.randrange(1, 9), a * 64, rng.randrange(1, 9)
+    sbh, att = s * b * h, 5 * a * s * s * b
+    kw = dict(seq_len=s, micro_batch=b, hidden=h, heads=a, layers=layers)
+    cases = {
+        "no parallelism": ({}, 34 * sbh + att),
+        f"tp = {t}": ({"tp": t}, 10 * sbh + 24 * sbh // t + att // t),
+        f"tp = {t} with sp": ({"tp": t, "sp": True}, (34 * sbh + att) // t),
+        "selective recompute": ({"recompute": "selective"}, 34 * sbh),
+        f"full recompute, tp = {t} with sp": (
+            {"recompute": "full", "tp": t, "sp": True},
+            2 * sbh // t,
+        ),
+    }
+    for name, (extra, per_layer) in cases.items():
+        got = activation_bytes(**kw, **extra)
+        assert got == layers * per_layer, (
+            f"s = {s}, b = {b}, h = {h}, a = {a}, L = {layers}, {name} (drawn for this run): "
+            f"{got:,} bytes, not {layers * per_layer:,}; compute the closed form from the sizes "
+            "(Korthikanti et al. 2022, Table 2), not from stored cases"
+        )
 
 
 TINY = LlamaConfig.from_preset("tiny")  # V=256, h=64, L=2, H=4, kv=32, f=176, d=16

@@ -15,24 +15,22 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import importlib
 import io
 import re
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 import torch
 import torch.distributed as dist
-from mutants_common import Mutant
+from mutants_common import Mutant, grade_replaced, owner_of
 from mutants_lab00 import MUTANTS_LAB00
 from mutants_labs01_06 import MUTANTS_LABS01_06
 from mutants_labs07_10 import MUTANTS_LABS07_10
 
 from minitorch_dist.comm import reduce_scatter_tensor
 from minitorch_dist.comm.ring import _exchange
-from minitorch_dist.course.grade import grade, lab_files, task_of
+from minitorch_dist.course.grade import task_of
 from minitorch_dist.planner.fit import rank_memory as _reference_rank_memory
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -208,16 +206,6 @@ MUTANTS = [
 ]
 
 
-def _owner(target: str) -> tuple[object, str]:
-    module, _, path = target.partition(":")
-    owner: object = importlib.import_module(module)
-    *parents, name = path.split(".")
-    for parent in parents:
-        owner = getattr(owner, parent)
-    assert hasattr(owner, name), f"{target} does not exist"
-    return owner, name
-
-
 ALL_MUTANTS = [*MUTANTS_LAB00, *MUTANTS, *MUTANTS_LABS01_06, *MUTANTS_LABS07_10]
 
 
@@ -225,30 +213,9 @@ ALL_MUTANTS = [*MUTANTS_LAB00, *MUTANTS, *MUTANTS_LABS01_06, *MUTANTS_LABS07_10]
 def test_the_tasks_graded_tests_catch_the_mutant(
     mutant: Mutant, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # Only the files that write the lab's marker can hold its graded tests (lab_files, as the
-    # grader collects them): collecting the other hundred files for every mutant took most of a
-    # cheap one's time. They are imported before the patch, so that the loop below replaces what
-    # they imported (a test module first imported under a mutant would keep that mutant for good).
-    files = lab_files(ROOT / "tests", [mutant.task.split(".")[0]])
-    for f in files:
-        importlib.import_module(f.stem)
-    owner, name = _owner(mutant.target)
-    original = getattr(owner, name)
-    monkeypatch.setattr(owner, name, mutant.wrong)
-    if not isinstance(owner, type):  # a function: also where ``from ... import`` bound it
-        for module in list(sys.modules.values()):
-            if module is not None and getattr(module, name, None) is original:
-                monkeypatch.setattr(module, name, mutant.wrong)
-    # One failing test that names the mistake settles it: stop at the first failure, and grade
-    # every test only when that one does not name it (or when every failure must name it).
-    results = grade(
-        ROOT, tasks=[mutant.task], extra_args=None if mutant.every else ["-x"], files=files
+    results = grade_replaced(
+        mutant.task, {mutant.target: mutant.wrong}, monkeypatch, mutant.message, every=mutant.every
     )
-    if not mutant.every and not any(
-        r.status == "failed" and re.search(mutant.message, r.output) for r in results
-    ):
-        results = grade(ROOT, tasks=[mutant.task], files=files)
-    assert results and all(r.task == mutant.task for r in results)
     failed = [r for r in results if r.status == "failed"]
     assert failed, f"every graded test of {mutant.task} passes with the mutant {mutant.mistake}"
     named = [r for r in failed if re.search(mutant.message, r.output)]
@@ -263,7 +230,7 @@ def test_the_tasks_graded_tests_catch_the_mutant(
 def test_every_mutant_targets_the_reference_it_replaces() -> None:
     """Guards the meta-test itself: a renamed method would leave the mutant unused."""
     for mutant in ALL_MUTANTS:
-        owner, name = _owner(mutant.target)
+        owner, name = owner_of(mutant.target)
         assert callable(getattr(owner, name))
 
 
