@@ -5,13 +5,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from matplotlib.ticker import NullFormatter
+
 from minitorch_dist.figures import BookFigure
 
 from .config import ParallelConfig
 from .published import Verdict, comparable_tflops
+from .roofline import link_intensity, roofline
 from .search import Plan
 
-__all__ = ["plot_published", "plot_ranking"]
+__all__ = ["plot_published", "plot_ranking", "plot_roofline"]
 
 GIB = 2**30
 
@@ -108,4 +111,71 @@ def plot_published(verdicts: Sequence[Verdict]) -> BookFigure:
     )
     ax.set_ylabel("TFLOP/s per GPU")
     ax.legend(fontsize=7)
+    return fig
+
+
+def plot_roofline(verdicts: Sequence[Verdict]) -> BookFigure:
+    """The published runs on the roofline. x: a run's products per byte on a link
+    (:func:`~.roofline.link_intensity` of its layout as the planner completes it; filled: the
+    network, open: NVLink); y: its throughput over the GPU's peak (the paper's MFU or
+    TFLOP/s, else the planner's prediction, a cross); lines: each machine's roofs
+    ``min(1, I B / peak)``, B one GPU's network share (solid) or its NVLink (dashed)."""
+    fig = BookFigure(figsize=(8, 4.2), layout="constrained")
+    ax = fig.add_subplot()
+    colors = {"dgx-a100": "#1f77b4", "dgx-h100": "#d62728", "h800": "#2ca02c"}
+    names = {"dgx-a100": "A100", "dgx-h100": "H100", "h800": "H800"}
+    xs = [10 ** (k / 20) for k in range(50, 141)]  # 10^2.5 to 10^7 FLOPs per byte
+    roofs = {}
+    for v in (v for v in verdicts if v.row is not None):
+        run, cluster = v.run, v.run.cluster
+        roofs[cluster.name] = cluster
+        phases = roofline(
+            run.model, cluster, v.row.config, seq_len=run.seq_len, global_batch=run.global_batch
+        )
+        given = run.mfu or (run.tflops_per_gpu or 0) * 1e12 / cluster.peak_flops
+        y = given or v.row.time.mfu
+        color = colors.get(cluster.name, "#7f7f7f")
+        links = (
+            ("InfiniBand", cluster.nic_share, color),
+            ("NVLink", cluster.intra_bandwidth, "none"),
+        )
+        for resource, bandwidth, face in links:
+            x = link_intensity(phases, resource, bandwidth)
+            if x != float("inf"):
+                marker = "o" if given else "X"
+                ax.scatter(
+                    [x], [y], s=36, marker=marker, facecolors=face, edgecolors=color, zorder=4
+                )
+    lines: dict[tuple[float, float, str], list[str]] = {}  # one line per distinct roof
+    for name, cluster in roofs.items():
+        for bandwidth, style in ((cluster.nic_share, "-"), (cluster.intra_bandwidth, "--")):
+            lines.setdefault((bandwidth, cluster.peak_flops, style), []).append(name)
+    for (bandwidth, peak, style), which in lines.items():
+        ys = [min(1.0, x * bandwidth / peak) for x in xs]
+        link = "network" if style == "-" else "NVLink"
+        label = f"{' and '.join(names.get(n, n) for n in which)} roof, {link}"
+        ax.plot(xs, ys, style, color=colors.get(which[0], "#7f7f7f"), linewidth=1, label=label)
+    ax.scatter([], [], s=36, color="#555555", label="run, its network bytes")
+    ax.scatter([], [], s=36, facecolors="none", edgecolors="#555555", label="run, its NVLink bytes")
+    ax.scatter(
+        [], [], s=36, marker="X", color="#555555", label="planner's prediction (no paper figure)"
+    )
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_ylim(0.1, 1.5)
+    ticks = (0.1, 0.2, 0.3, 0.5, 1.0)
+    ax.set_yticks(ticks, labels=[f"{t:.0%}" for t in ticks])
+    ax.yaxis.set_minor_formatter(NullFormatter())
+    ax.set_xlabel("arithmetic intensity: the step's FLOPs per byte on the link")
+    ax.set_ylabel("throughput / peak FLOP/s")
+    ax.set_title("Published runs on the roofline of their links", fontsize=10)
+    ax.tick_params(labelsize=9)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1))
+    below = all(p.get_offsets()[0][1] <= 1 for p in ax.collections if len(p.get_offsets()))
+    fig.description = (
+        "Roofline of the published runs: throughput over the GPU's peak against the step's FLOPs "
+        "per byte on each link (filled: the network, open: NVLink), with each machine's "
+        "compute roof and link roofs; "
+        + ("every run lies below its roofs" if below else "some run lies above a roof")
+    )
     return fig
