@@ -393,3 +393,94 @@ def test_a_test_past_the_timeout_stops_its_task_not_the_others(tmp_path: Path) -
     assert "not run: lab07.1 timed out in test_a_forever" in tests["test_b_forever_again"]["output"]
     assert tests["test_c_other"]["status"] == "passed"
     print(f"graded in {time.monotonic() - start:.0f} s")
+
+
+_RANKS_WORK = """
+import torch
+import torch.distributed as dist
+
+
+def split_work(t, n):
+    sizes = [1] * (n + 1)  # the mistake: one split too many
+    out = torch.empty_like(t)
+    dist.all_to_all_single(out, t, sizes, sizes)
+    return out
+
+
+def spin(rank):
+    x = 0
+    while True:  # the mistake: never ends
+        x += 1
+"""
+_RANKS_TESTS = """
+import pytest
+import torch
+from minitorch_dist import launch
+from course_pkg.work import spin, split_work
+
+
+def _split(rank, world_size):
+    return split_work(torch.ones(3), world_size)
+
+
+def _spin(rank, world_size):
+    return spin(rank)
+
+
+@pytest.mark.lab07
+@pytest.mark.task("lab07.1")
+def test_a_rank_raises():
+    launch(_split, 3)
+
+
+@pytest.mark.lab07
+@pytest.mark.task("lab07.2")
+def test_b_ranks_never_end():
+    launch(_spin, 2)
+"""
+
+
+def test_a_multi_rank_failure_shows_the_students_line_not_the_launchers(tmp_path: Path) -> None:
+    """Catches a multi-rank test's report that points at the launcher (its ``poll``, its
+    ``_raise_if_failed``) instead of the student's code: the score table's line names the
+    student's file, line and function, for a rank that raised (inside torch) and for ranks
+    stopped by the time limit; the report in results.json shows neither the launcher's source
+    nor its waiting loop."""
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "course_pkg").mkdir()
+    shutil.copy(ROOT / "tests" / "conftest.py", tmp_path / "tests" / "conftest.py")
+    (tmp_path / "course_pkg" / "__init__.py").write_text("")
+    (tmp_path / "course_pkg" / "work.py").write_text(_RANKS_WORK)
+    (tmp_path / "tests" / "test_ranks.py").write_text(_RANKS_TESTS)
+    (tmp_path / "pyproject.toml").write_text(
+        '[tool.pytest.ini_options]\nmarkers = ["lab07", "task(id)"]\n'
+    )
+    env = _env(ROOT)
+    env["PYTHONPATH"] = f"{tmp_path}{os.pathsep}{ROOT}"
+    run = subprocess.run(
+        [sys.executable, "-m", "minitorch_dist.grade", "--timeout", "8", "--results", "r.json"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=CHILD_TIMEOUT_S,
+    )
+    assert run.returncode == 0, run.stdout + run.stderr
+    lines = {
+        x.split(" FAILED ")[1].split(":")[0]: x for x in run.stdout.splitlines() if " FAILED " in x
+    }
+    raised, looped = lines["test_a_rank_raises"], lines["test_b_ranks_never_end"]
+    assert "(at course_pkg/work.py:9 in split_work)" in raised, raised
+    assert "Timeout" in looped and re.search(r"at course_pkg/work\.py:1[56] in spin\)$", looped)
+    tests = {
+        t["name"].split("::")[-1]: t["output"]
+        for t in json.loads((tmp_path / "r.json").read_text())["tests"]
+    }
+    for output in tests.values():
+        assert "def _raise_if_failed" not in output and "launching/launcher.py" not in output
+        assert "selectors.py" not in output and "poll" not in output, output[-3000:]
+    assert "dist.all_to_all_single(out, t, sizes, sizes)" in tests["test_a_rank_raises"]
+    assert "where the ranks were" in tests["test_b_ranks_never_end"]
+    assert re.search(
+        r"rank 0: \S*course_pkg/work\.py:1[56] in spin: ", tests["test_b_ranks_never_end"]
+    )

@@ -368,3 +368,59 @@ def test_a_platform_without_fork_gets_told_where_to_run(monkeypatch):
     monkeypatch.setattr(launcher_module.mp, "get_context", no_fork)
     with pytest.raises(LaunchError, match="cannot fork.*WSL 2 on Windows, or in Colab"):
         launch(lambda rank, world_size: rank, 2)
+
+
+def _wrong_split(rank: int, world_size: int) -> None:
+    t = torch.ones(4)
+    dist.all_to_all_single(torch.empty(4), t, [1] * (world_size + 1), [1] * (world_size + 1))
+
+
+def test_a_ranks_traceback_shows_the_readers_frames_not_torchs() -> None:
+    """Catches a rank's traceback that buries the reader's line under torch's wrappers: the
+    frames of torch and Python are left out (and counted), the reader's line stays."""
+    with pytest.raises(RankError) as info:
+        launch(_wrong_split, 2, timeout=30)
+    text = info.value.traceback_text
+    assert "in _wrong_split" in text and "dist.all_to_all_single(" in text, text
+    assert "site-packages" not in text and "distributed_c10d.py" not in text, text
+    assert "frame(s) of torch, Python or the launcher left out" in text, text
+    assert "site-packages" not in str(info.value)
+    launcher_frames = [e for e in info.traceback if "minitorch_dist/launching" in str(e.path)]
+    assert launcher_frames and all(e.ishidden(info) for e in launcher_frames), "pytest shows them"
+
+
+class _Stop(Exception):
+    pass
+
+
+def _spin(rank: int, world_size: int) -> None:
+    x = 0
+    while True:  # the reader's endless loop
+        x += 1
+
+
+@needs_proc
+def test_an_interrupted_launch_says_where_each_rank_was() -> None:
+    """Catches a launch stopped by a time limit (pytest-timeout, Ctrl-C) whose traceback ends in
+    the launcher's ``poll``: the exception says where each rank was in the reader's code, and
+    its traceback starts at the launch, not in the waiting loop."""
+    import signal
+
+    def stop(signum: int, frame: object) -> None:
+        raise _Stop("time is up")
+
+    previous = signal.signal(signal.SIGALRM, stop)
+    signal.alarm(3)
+    try:
+        with pytest.raises(_Stop) as info:
+            launch(_spin, 2, timeout=60)
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+    notes = "\n".join(getattr(info.value, "__notes__", []))
+    assert "where the ranks were when the launch was interrupted" in notes, notes
+    for rank in (0, 1):
+        assert f"rank {rank}: tests/test_launch.py:" in notes and "in _spin: x += 1" in notes, notes
+    paths = [str(e.path) for e in info.traceback]
+    assert not [p for p in paths if "selectors" in p or "connection" in p], paths
+    assert _children() == []

@@ -49,7 +49,7 @@ from typing import Any
 
 import pytest
 
-from .grade_report import TestResult, _cap, _one_line, gradescope_json, needs_first
+from .grade_report import TestResult, _cap, failure_reason, gradescope_json, needs_first
 from .renamed_tasks import current_tasks
 
 __all__ = [
@@ -166,9 +166,7 @@ class _Collector:
         if report.failed:
             if report.when == "call" and "Timeout (>" in report.longreprtext:  # pytest-timeout
                 self.timed_out.setdefault(task, report.nodeid.split("::", 1)[-1])
-            crash = getattr(report.longrepr, "reprcrash", None)  # the exception's own line
-            reason = _one_line(crash.message if crash is not None else str(report.longrepr))
-            reason = needs_first(task, report.longreprtext) or reason
+            reason = needs_first(task, report.longreprtext) or failure_reason(report)
             text = _cap(report.longreprtext)
             output = f"{reason}\n\n{text}"
             self.results[report.nodeid] = TestResult(

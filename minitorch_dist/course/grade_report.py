@@ -8,10 +8,12 @@ not as a failure of A's own: lab06.2's tests need lab06.1's, lab05's tests need 
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass
+from typing import Any
 
-__all__ = ["TestResult", "gradescope_json", "needs_first"]
+__all__ = ["TestResult", "failure_reason", "gradescope_json", "needs_first", "students_line"]
 
 # The exception line of a stub that raised (pytest's "E   NotImplementedError: lab06.1: ..." or a
 # rank's "failed with NotImplementedError: lab06.1: ..."), not the stub's source line.
@@ -33,6 +35,48 @@ def _one_line(text: str, limit: int = 300) -> str:
     lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
     line = lines[0] if lines else "failed"
     return line if len(line) <= limit else line[: limit - 3] + "..."
+
+
+_RANK_TRACEBACK = "--- traceback of rank "
+_INTERRUPTED = "where the ranks were when the launch was interrupted:"
+_NOTE_ROW = re.compile(r"^\s*(rank \d+): (\S+:\d+ in [^\s:]+)")
+
+
+def students_line(text: str) -> str | None:
+    """Where a multi-rank test failed in the reader's code, from its report ``text``: the
+    innermost frame of the failing rank's traceback that is not torch's, Python's or the
+    launcher's ("minitorch_dist/comm/halves.py:37 in all_reduce_by_halves"), or, for a launch
+    stopped by the time limit, where the first rank was ("rank 0 at ..."). None otherwise."""
+    lines = [re.sub(r"^E ?", "", line) for line in text.splitlines()]
+    body = "\n".join(lines)
+    if _RANK_TRACEBACK in body:
+        from minitorch_dist.launching.frames import innermost
+
+        rank_part = body.split(_RANK_TRACEBACK, 1)[1]
+        frame = innermost(rank_part)
+        if frame is None:
+            return None
+        here = os.getcwd() + os.sep  # the graded tree: its files by their relative names
+        return f"{frame[0].removeprefix(here)}:{frame[1]} in {frame[2]}"
+    if _INTERRUPTED in body:
+        for line in body.split(_INTERRUPTED, 1)[1].splitlines():
+            row = _NOTE_ROW.match(line)
+            if row:
+                return f"{row.group(1)} at {row.group(2).removeprefix(os.getcwd() + os.sep)}"
+    return None
+
+
+def failure_reason(report: Any) -> str:
+    """A failed pytest report's one line: the exception's own line (pytest's, or a rank's), and
+    for a multi-rank test the reader's line it failed at (:func:`students_line`)."""
+    crash = getattr(report.longrepr, "reprcrash", None)
+    reason = crash.message if crash is not None else str(report.longrepr)
+    reason = re.sub(r"^minitorch_dist\.launching\.report\.", "", reason.strip())
+    where = students_line(report.longreprtext)
+    if where is None:
+        return _one_line(reason)
+    where = f" ({where})" if where.startswith("rank ") else f" (at {where})"
+    return _one_line(reason, 300 - len(where)) + where
 
 
 def _cap(text: str, head: int = 2000, tail: int = 8000) -> str:

@@ -325,13 +325,12 @@ _reported: set[str] = set()
 
 
 def pytest_runtest_logreport(report: Any) -> None:
-    from .grade_report import _cap, _one_line
+    from .grade_report import _cap, failure_reason
 
     if report.nodeid in _reported:
         return
     if report.failed:
-        crash = getattr(report.longrepr, "reprcrash", None)
-        reason = _one_line(crash.message if crash is not None else str(report.longrepr))
+        reason = failure_reason(report)
         outcome, output = "failed", f"{reason}\n\n{_cap(report.longreprtext)}"
     elif report.skipped:
         text = report.longrepr[2] if isinstance(report.longrepr, tuple) else "skipped"

@@ -4,6 +4,7 @@ started (chapter 0).
     launcher    launch(fn, world_size, ...), the forked ranks and their output in rank order
     child       what each forked rank runs: join the group, run fn, report to the parent
     report      how a launch fails: RankError, RankTimeoutError, the root cause, stuck ranks
+    frames      which frames are the reader's: a rank's traceback and where stuck ranks were
     gpu         the GPU path: inside torchrun, and torchrun() from Python
     by_value    start_method='spawn': a notebook's own functions pickled by value
 

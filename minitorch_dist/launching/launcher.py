@@ -37,6 +37,7 @@ import torch.multiprocessing as mp
 from minitorch_dist.checks import check_int
 from minitorch_dist.launching.by_value import ByValue
 from minitorch_dist.launching.child import _child, _read, launch_cpu
+from minitorch_dist.launching.frames import short_name, where_ranks_were
 from minitorch_dist.launching.gpu import _run_in_torchrun, torchrun, under_torchrun
 from minitorch_dist.launching.report import (
     COLLECTIVE_TIMEOUT_ENV,
@@ -85,6 +86,7 @@ def launch(
     of a fork, for a platform or a process that cannot fork: ``fn`` and ``args`` are then sent
     by value (:mod:`~minitorch_dist.launching.by_value`), so a notebook's own functions still run.
     """
+    __tracebackhide__ = True  # pytest shows the caller's line, not the launcher's
     check_int("world_size", world_size)
     if not timeout > 0:
         raise ValueError(f"timeout must be > 0 seconds, got {timeout!r}")
@@ -145,6 +147,7 @@ def _fork_and_join(
     backend: str,
     start_method: str = "fork",
 ) -> list[Any]:
+    __tracebackhide__ = True
     ctx = _fork_context(start_method)
     # A socket listening on a port the OS chose (two launches never collide); rank 0 serves the
     # rendezvous store on it. The parent starts no store thread of its own: forking a process
@@ -182,7 +185,10 @@ def _fork_and_join(
                 theirs.close()
                 procs.append(p)
                 conns.append(ours)
-        reports, unfinished = _collect(procs, conns, timeout)
+        try:
+            reports, unfinished = _collect(procs, conns, timeout)
+        except BaseException as e:  # a test's time limit, Ctrl-C: say where the ranks were
+            raise _interrupted(e, procs, logs) from None  # the same exception, traced here
         _dump_stacks([procs[r] for r in unfinished])
         if len(reports) == world_size and all(rep.ok for rep in reports.values()):
             for c in conns:  # everyone finished: let the ranks tear the group down together
@@ -246,6 +252,16 @@ def _collect(procs: list, conns: list, timeout: float) -> tuple[dict[int, _Repor
             )
     unfinished = [r for r in range(len(procs)) if r not in reports]
     return reports, unfinished
+
+
+def _interrupted(error: BaseException, procs: list, logs: list[str]) -> BaseException:
+    """``error``, which stopped the wait for the ranks, with a note saying where each rank was
+    in the reader's code and without the waiting loop's frames (the launcher's ``poll``)."""
+    _dump_stacks(procs)
+    note = where_ranks_were([_read(path + ".stack") for path in logs], short_name)
+    if note and hasattr(error, "add_note"):
+        error.add_note(note)
+    return error.with_traceback(None)
 
 
 def _dump_stacks(procs: list) -> None:

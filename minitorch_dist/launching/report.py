@@ -16,6 +16,8 @@ import weakref
 from dataclasses import dataclass
 from typing import Any
 
+from minitorch_dist.launching.frames import _FILE, _short_paths, _where, is_users, trim_traceback
+
 # Errors a rank raises only because another rank went away first: never the root cause.
 _VICTIM = re.compile(
     r"Connection closed by peer|Connection reset|Broken pipe|EOF|closed by remote|"
@@ -155,45 +157,15 @@ def peers_waited_on(error: BaseException) -> tuple[int, ...]:
     return tuple(sorted({p for p in peers if isinstance(p, int)}))
 
 
-def _where(rank: int, log: str) -> str:
-    """The user frames of a stuck rank's faulthandler dump (addresses dropped: output stays stable)."""
-    frames = [
-        line.strip()
-        for line in log.splitlines()
-        if line.startswith("  File ") and "multiprocessing" not in line
-    ]
-    return f"\nrank {rank} was stuck at:\n    " + "\n    ".join(frames[:6]) if frames else ""
-
-
 def _timed_out(rep: _Report) -> str:
     """Where a rank whose collective timed out was waiting, and the backend's message."""
     frames = [
         line.strip() for line in rep.traceback_text.splitlines() if line.startswith("  File ")
     ]
-    frames = [f for f in frames if "torch/distributed" not in f][-4:]
+    mine = [f for f in frames if is_users(_FILE.search(f).group(1))]
+    frames = (mine or [f for f in frames if "torch/distributed" not in f])[-4:]
     where = "\n    ".join(frames)
     return f"\nrank {rep.rank} was stuck at:\n    {where}\n  {rep.exc_type}: {rep.message}"
-
-
-_REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) + os.sep
-_FILE = re.compile(r'File "([^"]+)"')
-
-
-def _short_paths(text: str) -> str:
-    """File names in an error message without this machine's paths: ``site-packages/torch/...``,
-    ``minitorch_dist/...`` (relative to the repository), ``<notebook cell>`` for a kernel's cell."""
-
-    def short(match: re.Match) -> str:
-        name = match.group(1)
-        if re.search(r"/ipykernel_\d+/\d+\.py$", name):
-            return 'File "<notebook cell>"'
-        if "/site-packages/" in name:
-            return f'File "site-packages/{name.split("/site-packages/", 1)[1]}"'
-        if name.startswith(_REPO):
-            return f'File "{name[len(_REPO) :]}"'
-        return match.group(0)
-
-    return _FILE.sub(short, text)
 
 
 def _death(p: Any) -> str:
@@ -229,6 +201,7 @@ def _raise_if_failed(
     stacks: list[str],
     output: list[str],
 ) -> None:
+    __tracebackhide__ = True  # pytest shows the test's line, not this function's source
     for rep in reports.values():  # a rank killed by a signal: its own last words say why
         if rep.exc_type == "ProcessDied" and output[rep.rank].strip():
             last = output[rep.rank].rstrip().splitlines()[-_OUTPUT_LINES:]
@@ -248,6 +221,7 @@ def _raise_if_failed(
         also = f" (then ranks {others} failed too)" if others else ""
         if _FORKED_AUTOGRAD in root.message:
             also += _FORKED_AUTOGRAD_HINT
+        root.traceback_text = trim_traceback(root.traceback_text)  # the reader's frames
         raise RankError(
             _short_paths(
                 f"rank {root.rank} of {world_size} failed with {root.exc_type}: "
