@@ -12,6 +12,11 @@ picture: the one written beside the code that draws it (``fig.description = "...
 built from its titles, axis labels and legends (:func:`describe`). The PNG carries it in its
 ``Description`` text chunk; the book (``minitorch_dist.book_outputs``) makes it the image's alt
 text.
+
+The book's text column is :data:`COLUMN_IN` wide at the PNGs' 100 dpi, and a wider picture is
+shrunk to fit it, its text with it. The PNG also records its smallest text (``MinFontPt``, and
+``MinFontPx``: the same in the PNG's pixels), so the browser check can tell that every figure's
+text is at least 8 pt as the page shows it (:mod:`minitorch_dist.course.browser_check_layout`).
 """
 
 from __future__ import annotations
@@ -26,8 +31,9 @@ from matplotlib.axes import Axes
 from matplotlib.collections import PathCollection, PolyCollection
 from matplotlib.container import BarContainer
 from matplotlib.figure import Figure
+from matplotlib.text import Text
 
-__all__ = ["COLORS", "BookFigure", "describe"]
+__all__ = ["COLORS", "COLUMN_IN", "BookFigure", "describe", "smallest_text_pt"]
 
 # One colour per memory category (matplotlib's tab10), the same in every figure of the book and
 # in the memory predictor's bars, so "activations" is the same red in chapter 1 and chapter 6.
@@ -38,6 +44,7 @@ COLORS = {
     "activations": "#d62728",
     "other": "#7f7f7f",
 }
+COLUMN_IN = 6.88  # the book's text column at a desktop width: 688 px at the PNGs' 100 dpi
 MAX_DESCRIPTION = 400  # characters: an alt text is read aloud in full
 MAX_SERIES = 6  # legend entries named in a description
 
@@ -110,10 +117,27 @@ def describe(fig: Figure) -> str:
     return text if text.endswith((".", "…")) else text + "."
 
 
+def smallest_text_pt(fig: Figure) -> float | None:
+    """The size in points of the smallest text ``fig`` draws (None: it draws no text).
+
+    Lays the figure out first (tick labels exist only once drawn); counts visible, non-empty
+    text in visible axes, legends and annotations."""
+    fig.draw_without_rendering()
+    sizes = []
+    for text in fig.findobj(Text):
+        if not (text.get_visible() and text.get_text().strip()):
+            continue
+        if text.axes is not None and not text.axes.get_visible():
+            continue
+        sizes.append(float(text.get_fontsize()))
+    return min(sizes) if sizes else None
+
+
 class BookFigure(Figure):
     """A matplotlib Figure that shows itself as a PNG in IPython without pyplot: Jupyter and
     myst-nb display it even where no ``%matplotlib inline`` registered a formatter. The PNG
-    carries :attr:`description` as its ``Description`` text chunk."""
+    carries :attr:`description` as its ``Description`` text chunk, and its smallest text in
+    ``MinFontPt`` (points) and ``MinFontPx`` (the PNG's pixels)."""
 
     @property
     def description(self) -> str:
@@ -129,13 +153,19 @@ class BookFigure(Figure):
 
     def savefig(self, fname: Any, *args: Any, **kwargs: Any) -> None:
         """``Figure.savefig``; a PNG carries :attr:`description` (benchmarks' committed figures
-        too, so that the book's ``{figure}`` of one has its alt text)."""
+        too, so that the book's ``{figure}`` of one has its alt text) and its smallest text."""
         fmt = kwargs.get("format")
         if fmt is None and isinstance(fname, (str, os.PathLike)):
             fmt = os.path.splitext(os.fspath(fname))[1][1:] or rcParams["savefig.format"]
-        text = self.description
-        if text and str(fmt or rcParams["savefig.format"]).lower() == "png":
-            kwargs["metadata"] = {"Description": text, **(kwargs.get("metadata") or {})}
+        if str(fmt or rcParams["savefig.format"]).lower() == "png":
+            ours = {"Description": self.description}
+            pt = smallest_text_pt(self)
+            if pt is not None:
+                dpi = kwargs.get("dpi") or rcParams["savefig.dpi"]
+                dpi = self.dpi if dpi == "figure" else float(dpi)
+                ours |= {"MinFontPt": f"{pt:.2f}", "MinFontPx": f"{pt * dpi / 72:.2f}"}
+            ours = {k: v for k, v in ours.items() if v}
+            kwargs["metadata"] = {**ours, **(kwargs.get("metadata") or {})}
         super().savefig(fname, *args, **kwargs)
 
     def _repr_png_(self) -> bytes:

@@ -537,3 +537,57 @@ def test_layout_failures_messages():
     ]
     clean = {"width": 390, "viewport": 390, "widest": None, "split": [], "unlinked": []}
     assert layout_failures(clean) == []
+
+
+def _png(path: Path, text_pt: float, width_in: float = 6.0, book: bool = True) -> None:
+    """A 100-dpi PNG whose smallest text is ``text_pt`` points; ``book=False``: saved by plain
+    matplotlib, so it records no text size."""
+    from matplotlib.figure import Figure
+
+    from minitorch_dist.figures import BookFigure
+
+    fig = (BookFigure if book else Figure)(figsize=(width_in, 3))
+    ax = fig.subplots()
+    ax.plot([0, 1, 2], [0, 1, 4], label="a series")
+    ax.tick_params(labelsize=max(text_pt, 10))
+    ax.legend(fontsize=text_pt)
+    fig.savefig(path, dpi=100)
+
+
+def test_figure_text_under_8_pt_as_shown(browser, tmp_path):
+    """A figure with 6 pt text fails; with 10 pt it passes at its own size and fails when the
+    page shrinks it to half; a PNG that records no text size fails."""
+    html = tmp_path / "html"
+    html.mkdir()
+    _png(html / "small.png", 6)
+    _png(html / "fine.png", 10)
+    _png(html / "plain.png", 10, book=False)
+
+    def figure(name: str, style: str = "max-width:100%") -> str:
+        return f'<figure><a href="{name}"><img src="{name}" style="{style}" alt="A plot."></a></figure>'
+
+    only(
+        check(browser, tmp_path, figure("small.png")),
+        "figure small.png: its smallest text is 6.2 pt as shown (600 px wide, shown at 600 px), "
+        "under 8 pt",
+    )
+    assert check(browser, tmp_path, figure("fine.png")) == []
+    only(
+        check(browser, tmp_path, figure("fine.png", "width:300px")),
+        "figure fine.png: its smallest text is 5.2 pt as shown (600 px wide, shown at 300 px)",
+    )
+    only(check(browser, tmp_path, figure("plain.png")), "figure plain.png records no text size")
+
+
+def test_font_failures_without_a_browser(tmp_path):
+    """The PNG records its smallest text (points and pixels); the check scales the pixels by
+    the displayed width. Tick labels count: they exist only once the figure is laid out."""
+    from minitorch_dist.course.browser_check_layout import font_failures, png_text
+
+    _png(tmp_path / "f.png", 8, width_in=10)
+    assert png_text(tmp_path / "f.png")["MinFontPt"] == "8.00"
+    assert png_text(tmp_path / "f.png")["MinFontPx"] == "11.11"
+    shown = {"file": "/f.png", "src": "f.png", "natural": 1000}
+    assert font_failures({"figures": [{**shown, "shown": 1000}]}, tmp_path) == []
+    (fail,) = font_failures({"figures": [{**shown, "shown": 688}]}, tmp_path)
+    assert "its smallest text is 5.7 pt as shown (1000 px wide, shown at 688 px)" in fail

@@ -16,8 +16,9 @@ must still show its build-time answer (:mod:`minitorch_dist.course.browser_check
 control labelled and each option shown as Python's own. Every page is opened at a desktop's
 1280 px and at a phone's 390 px, and at both it must be no wider than the screen (else the
 widest element is named), no table cell may split a number from its unit, and every figure
-must open at full size (:mod:`minitorch_dist.course.browser_check_layout`); the screenshots of
-the phone width go to ``DIR/phone/``. Exit 1 with one ``page: what is wrong`` line per failure. Needs ``playwright`` (Python) and Debian's
+must open at full size (:mod:`minitorch_dist.course.browser_check_layout`); at the desktop
+width every figure's smallest text must be at least 8 pt as shown. The screenshots of the
+phone width go to ``DIR/phone/``. Exit 1 with one ``page: what is wrong`` line per failure. Needs ``playwright`` (Python) and Debian's
 ``/usr/bin/chromium``; ``playwright install`` is never used.
 """
 
@@ -152,7 +153,7 @@ def check_page(
                     page, browser, origin, html_dir, page_path, repo_root, live
                 )
             found = measure(page, width)
-            fails += layout_failures(found, f"at {width} px", figures=desktop)
+            fails += layout_failures(found, f"at {width} px", figures=desktop, html_dir=html_dir)
             if screenshots is not None:
                 folder = screenshots if desktop else screenshots / "phone"
                 fails += _screenshot(page, folder / Path(page_path).with_suffix(".png"))

@@ -10,16 +10,24 @@ measures; :func:`layout_failures` turns that into failure messages:
 - a table cell holding a number and its unit ("262.8 GiB", "3,381 of 11,593") whose text is
   broken over several lines (counted from ``Range.getClientRects``);
 - a figure (a picture in a figure or a cell's output) that cannot be opened at full size: it
-  is not inside a link to its own file.
+  is not inside a link to its own file;
+- a PNG figure whose smallest text, as the page shows it, is under :data:`MIN_FIGURE_PT`
+  points: the PNG records its smallest text in pixels (``MinFontPx``, written by
+  :class:`~minitorch_dist.figures.BookFigure`), the page scales it by the picture's displayed
+  over its natural width, and a CSS point is 4/3 of a CSS pixel (:func:`font_failures`); a PNG
+  that records no size fails too.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
+from urllib.parse import unquote
 
 DESKTOP = {"width": 1280, "height": 900}
 PHONE = {"width": 390, "height": 844}  # a phone held upright, in CSS pixels
 MIN_FIGURE_PX = 200  # narrower pictures (icons, badges) need no full-size view
+MIN_FIGURE_PT = 8  # the smallest text of a figure, in points as the page shows it
 
 LAYOUT_JS = r"""
 (vw) => {
@@ -27,7 +35,8 @@ LAYOUT_JS = r"""
   const article = document.querySelector('article.bd-article') || document.querySelector('main')
     || document.body;
   const shown = el => !el.checkVisibility || el.checkVisibility();
-  const out = {width: doc.scrollWidth, viewport: vw, widest: null, split: [], unlinked: []};
+  const out = {width: doc.scrollWidth, viewport: vw, widest: null, split: [], unlinked: [],
+    figures: []};
   const describe = el => {
     const cls = [...el.classList].slice(0, 2).map(c => '.' + c).join('');
     const text = (el.textContent || el.getAttribute('src') || '').trim().replace(/\s+/g, ' ');
@@ -85,6 +94,9 @@ LAYOUT_JS = r"""
     if (img.naturalWidth < __MIN__) continue;
     const link = img.closest('a[href]');
     const file = u => decodeURI(new URL(u, location.href).pathname);
+    out.figures.push({file: new URL(img.currentSrc || img.src, location.href).pathname,
+      src: img.getAttribute('src') || '', shown: img.getBoundingClientRect().width,
+      natural: img.naturalWidth});
     if (!link || file(link.href) !== file(img.currentSrc || img.src))
       out.unlinked.push(img.getAttribute('src') || '');
   }
@@ -93,9 +105,12 @@ LAYOUT_JS = r"""
 """.replace("__MIN__", str(MIN_FIGURE_PX))
 
 
-def layout_failures(found: dict[str, Any], where: str = "", figures: bool = True) -> list[str]:
+def layout_failures(
+    found: dict[str, Any], where: str = "", figures: bool = True, html_dir: Path | None = None
+) -> list[str]:
     """Failure messages for what ``LAYOUT_JS`` found; ``where`` names the width ("at 390 px");
-    ``figures=False`` leaves out the figures' links (checked at one width only)."""
+    ``figures=False`` leaves out the figures' links and text sizes (checked at one width only),
+    which are checked only with ``html_dir``, where the pictures are (:func:`font_failures`)."""
     at = f" {where}" if where else ""
     fails = []
     if found["width"] > found["viewport"]:
@@ -124,6 +139,45 @@ def layout_failures(found: dict[str, Any], where: str = "", figures: bool = True
             f"a figure cannot be opened at full size: not inside a link to its own file"
             f"{more}{unlinked[0][-60:]})"
         )
+    if figures and html_dir is not None:
+        fails += font_failures(found, html_dir)
+    return fails
+
+
+def png_text(path: Path) -> dict[str, str]:
+    """The text chunks of a PNG file ({} for none, or for another format)."""
+    from PIL import Image
+
+    try:
+        with Image.open(path) as image:
+            return {str(k): str(v) for k, v in getattr(image, "text", {}).items()}
+    except (OSError, ValueError):
+        return {}
+
+
+def font_failures(found: dict[str, Any], html_dir: Path | str) -> list[str]:
+    """A message for each PNG figure ``LAYOUT_JS`` found whose smallest text is shown under
+    :data:`MIN_FIGURE_PT` points, or whose PNG records no text size (``MinFontPx``)."""
+    fails = []
+    for fig in found.get("figures", []):
+        path = Path(html_dir) / unquote(fig["file"]).lstrip("/")
+        if path.suffix.lower() != ".png" or not fig["natural"]:
+            continue
+        name = fig["src"][-60:]
+        px = png_text(path).get("MinFontPx")
+        if px is None:
+            fails.append(
+                f"figure {name} records no text size (draw it with minitorch_dist.figures."
+                "BookFigure, whose PNG says its smallest text)"
+            )
+            continue
+        pt = float(px) * fig["shown"] / fig["natural"] * 0.75  # CSS: 1 pt = 4/3 px
+        if pt < MIN_FIGURE_PT - 0.05:
+            fails.append(
+                f"figure {name}: its smallest text is {pt:.1f} pt as shown "
+                f"({fig['natural']} px wide, shown at {fig['shown']:.0f} px), "
+                f"under {MIN_FIGURE_PT} pt: larger text, or a narrower figure"
+            )
     return fails
 
 
