@@ -12,11 +12,14 @@ module is the plumbing around it that lets a ZeRO object stand where a torch opt
   optimizer class on one process (a collective), ``local_state_dict()`` this rank's shard only
   (:mod:`~minitorch_dist.zero.state`);
 - ``state`` is the inner optimizer's, keyed by shard (Adam's m, v, step; ``master`` when
-  offloaded).
+  offloaded);
+- ZeRO-3's model, whose parameters are views of freed buffers between steps, still saves and
+  loads whole parameters with its own ``state_dict()`` (:class:`WholeModelStateDict`).
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
@@ -25,7 +28,7 @@ from torch import nn
 
 from minitorch_dist.zero.groups import check_start, make_groups, make_units, take_names
 
-__all__ = ["OptimizerCompat"]
+__all__ = ["OptimizerCompat", "WholeModelStateDict"]
 
 
 class OptimizerCompat(torch.optim.Optimizer):
@@ -156,3 +159,48 @@ class OptimizerCompat(torch.optim.Optimizer):
     @state.setter
     def state(self, value: Any) -> None:  # torch.optim.Optimizer.__init__ sets an empty one
         self.__dict__["_outer_state"] = value
+
+
+class WholeModelStateDict:
+    """ZeRO-3's model keeps views of freed buffers between steps: its ``state_dict()`` and
+    ``load_state_dict()`` gather every unit first (collectives, as FSDP's full state dict) and
+    free them after; a load keeps this rank's shard of what it wrote. Needs the stage's
+    ``_gather`` and ``_free``."""
+
+    _whole_state_dict = True  # the model's state_dict() gathers (apply_zero3 saves its pieces)
+    model: nn.Module
+    units: list
+    rank: int
+    _gather: Any  # the stage's: gather a unit's whole parameters, free them
+    _free: Any
+
+    def _hook_model_state_dict(self) -> list[Any]:
+        """Register the four hooks on the model; returns their handles."""
+        return [
+            self.model.register_state_dict_pre_hook(self._gather_all),
+            # torch marks the hook with an attribute, which a bound method cannot take
+            self.model.register_state_dict_post_hook(functools.partial(self._copy_out)),
+            self.model.register_load_state_dict_pre_hook(self._gather_all),
+            self.model.register_load_state_dict_post_hook(self._keep_loaded),
+        ]
+
+    def _gather_all(self, *hook_args: Any) -> None:
+        for u in self.units:
+            self._gather(u)
+
+    def _copy_out(self, module: nn.Module, state: dict, *hook_args: Any) -> None:
+        """The gathered parameters copied out of the buffers that are freed next."""
+        fulls = {u.full.untyped_storage().data_ptr() for u in self.units}
+        for k, v in state.items():
+            if isinstance(v, torch.Tensor) and v.untyped_storage().data_ptr() in fulls:
+                state[k] = v.detach().clone()
+        for u in self.units:
+            self._free(u)
+
+    @torch.no_grad()
+    def _keep_loaded(self, module: nn.Module, incompatible: Any) -> None:
+        """What load_state_dict wrote into the whole parameters becomes this rank's shard."""
+        for u in self.units:
+            lo, hi = u.shard_range(self.rank)
+            u.shard.copy_(u.full[lo:hi])
+            self._free(u)

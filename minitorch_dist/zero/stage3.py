@@ -39,6 +39,7 @@ from torch.utils._pytree import tree_leaves
 from minitorch_dist.checks import check_bool
 from minitorch_dist.comm import all_gather_into_tensor
 from minitorch_dist.zero.base import ZeroOptimizer
+from minitorch_dist.zero.compat import WholeModelStateDict
 from minitorch_dist.zero.sharding import FlatUnit
 from minitorch_dist.zero.stage2 import UnitwiseGradients
 
@@ -47,7 +48,7 @@ __all__ = ["ZeroStage3"]
 FREE, GATHERING, GATHERED = "free", "gathering", "gathered"  # states of a unit's full buffer
 
 
-class ZeroStage3(UnitwiseGradients, ZeroOptimizer):
+class ZeroStage3(UnitwiseGradients, WholeModelStateDict, ZeroOptimizer):
     """ZeRO stage 3: parameters, gradients and optimizer states all sharded; ``prefetch=True``
     starts the next unit's all-gather before the current unit computes.
 
@@ -57,7 +58,6 @@ class ZeroStage3(UnitwiseGradients, ZeroOptimizer):
     shard of what it wrote). All are collectives, called by every rank."""
 
     stage = 3
-    _whole_state_dict = True  # the model's state_dict() gathers (apply_zero3 saves its pieces)
 
     def __init__(
         self,
@@ -97,16 +97,8 @@ class ZeroStage3(UnitwiseGradients, ZeroOptimizer):
             self.model.register_forward_pre_hook(self._model_pre_forward),
             self.model.register_forward_hook(self._model_post_forward),
         ]
-        if not self._whole_state_dict:
-            return
-        self._handles += [
-            # model.state_dict() and load_state_dict() see whole parameters (collectives, as
-            # FSDP's full state dict): the empty views would read freed memory
-            self.model.register_state_dict_pre_hook(self._gather_all),
-            self.model.register_state_dict_post_hook(functools.partial(self._copy_out)),
-            self.model.register_load_state_dict_pre_hook(self._gather_all),
-            self.model.register_load_state_dict_post_hook(self._keep_loaded),
-        ]
+        if self._whole_state_dict:  # the model's state_dict() gathers (compat)
+            self._handles += self._hook_model_state_dict()
 
     # -- gathering and freeing the whole parameters of a unit --------------------------------
     def _gather(self, unit: FlatUnit, wait: bool = True) -> None:
@@ -206,28 +198,6 @@ class ZeroStage3(UnitwiseGradients, ZeroOptimizer):
             self._order = [u for u in self._seen if u not in self._roots]
         for root in self._roots:
             self._post_forward(root, module, args, output)
-
-    # -- the model's own state dict, whole ----------------------------------------------------
-    def _gather_all(self, *hook_args: Any) -> None:
-        for u in self.units:
-            self._gather(u)
-
-    def _copy_out(self, module: nn.Module, state: dict, *hook_args: Any) -> None:
-        """The gathered parameters copied out of the buffers that are freed next."""
-        fulls = {u.full.untyped_storage().data_ptr() for u in self.units}
-        for k, v in state.items():
-            if isinstance(v, torch.Tensor) and v.untyped_storage().data_ptr() in fulls:
-                state[k] = v.detach().clone()
-        for u in self.units:
-            self._free(u)
-
-    @torch.no_grad()
-    def _keep_loaded(self, module: nn.Module, incompatible: Any) -> None:
-        """What load_state_dict wrote into the whole parameters becomes this rank's shard."""
-        for u in self.units:
-            lo, hi = u.shard_range(self.rank)
-            u.shard.copy_(u.full[lo:hi])
-            self._free(u)
 
     # -- what this rank holds and sends ------------------------------------------------------
     def _kept_params(self) -> list[torch.Tensor]:
