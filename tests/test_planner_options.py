@@ -13,6 +13,7 @@ from minitorch_dist.memory import model_state_bytes
 from minitorch_dist.pipeline import bubble_fraction
 from minitorch_dist.planner import (
     Cluster,
+    Overlap,
     ParallelConfig,
     as_model,
     choose,
@@ -37,9 +38,24 @@ CONFIGS = [
 ]
 
 
+# the data-parallel exchange and the pipeline sends hidden, TP, CP and EP exposed (their own
+# windows: tests/test_planner_overlap.py)
+DP_PP = Overlap(tp="none", cp=False, ep=False)
+
+
+def _replica_seconds(config: ParallelConfig) -> float:
+    """HSDP's replica all-reduce on its link (0 without HSDP)."""
+    c = config
+    if c.replicas == 1:
+        return 0.0
+    sent = comm_bytes(L8, c, **KW)["dp_replica"]
+    link = CLUSTER.link(c.replicas, c.tp * c.shard)
+    return sent / link.bandwidth + 2 * (c.replicas - 1) * link.alpha
+
+
 def _overlap_closed_form(config: ParallelConfig, off) -> float:  # noqa: ANN001
     """T = (t_c + t_tp + t_cp + t_ep + max(0, t_pp - t_c)) (1 + f)
-    + max(0, t_grad - W_bwd) + max(0, t_param - W_fwd) + t_off."""
+    + max(0, t_grad - W_bwd) + max(0, t_param - W_fwd) + max(0, t_rep - W_rep) + t_off."""
     c, seq = config, KW["seq_len"]
     m = micro_batches(c, KW["global_batch"])
     tokens = KW["global_batch"] * seq
@@ -56,8 +72,11 @@ def _overlap_closed_form(config: ParallelConfig, off) -> float:  # noqa: ANN001
         w_fwd = min(w_fwd, off.dp_param * (1 - 1 / (m * layers)))
     f = bubble_fraction(c.pp, m, c.v)
     exposed = off.compute + off.tp + off.cp + off.ep + max(0.0, off.pp - off.compute)
-    grad = off.dp - off.dp_param
-    return exposed * (1 + f) + max(0.0, grad - w_bwd) + max(0.0, off.dp_param - w_fwd) + off.offload
+    replica = _replica_seconds(c)
+    grad = off.dp - off.dp_param - replica
+    w_rep = beta / m * off.compute  # deferred: under the last backward
+    dp = max(0.0, grad - w_bwd) + max(0.0, off.dp_param - w_fwd) + max(0.0, replica - w_rep)
+    return exposed * (1 + f) + dp + off.offload
 
 
 @pytest.mark.parametrize("config", CONFIGS, ids=lambda c: c.label())
@@ -71,11 +90,14 @@ def test_overlap_off_is_the_default_and_on_equals_its_closed_form(config: Parall
     parts = off.compute + off.tp + off.cp + off.ep + off.pp
     assert off.bubble == parts * bubble_fraction(config.pp, m, config.v)
     assert off.total == parts + off.bubble + off.dp + off.offload  # nothing overlaps
-    on = step_time(L8, CLUSTER, config, **KW, overlap=True)
+    on = step_time(L8, CLUSTER, config, **KW, overlap=DP_PP)
     assert on.total <= off.total
     assert math.isclose(on.total, _overlap_closed_form(config, off), rel_tol=1e-12)
     assert math.isclose(off.total - on.total, on.hidden, rel_tol=1e-9, abs_tol=1e-15)
     assert on.compute == off.compute and on.tp == off.tp  # only pp and dp hide
+    every = step_time(L8, CLUSTER, config, **KW, overlap=True)  # and TP, CP in their windows
+    assert every.total <= on.total and every.dp == on.dp and every.pp == on.pp
+    assert math.isclose(off.total - every.total, every.hidden, rel_tol=1e-9, abs_tol=1e-15)
 
 
 def test_overlap_hides_dp_when_the_backward_is_long_enough() -> None:

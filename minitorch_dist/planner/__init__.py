@@ -20,12 +20,22 @@ from minitorch_dist.lazy import attach
 
 if TYPE_CHECKING:  # what an editor follows; attach() imports each name on first use
     from .cluster import CLUSTER_PRESETS, Cluster, Link
-    from .config import RECOMPUTE, ParallelConfig, in_flight, micro_batches, strides, validate
+    from .config import (
+        HSDP_SYNC,
+        RECOMPUTE,
+        RESHARD,
+        ParallelConfig,
+        in_flight,
+        micro_batches,
+        strides,
+        validate,
+    )
     from .cost import StepTime, comm_bytes, step_time
     from .exact import exact_activation_bytes, exact_rank_memory
     from .fit import ACTIVATIONS, fits, peak_memory, rank_memory
     from .hsdp import hsdp_comm_bytes, replica_all_reduce_bytes
     from .model import PlannerModel, as_model
+    from .overlap import TP_OVERLAP, Overlap, Term, as_overlap
     from .published import (
         PUBLISHED,
         Published,

@@ -15,9 +15,27 @@ from dataclasses import dataclass, fields
 
 from minitorch_dist.checks import check_bool, check_choice, check_int
 
-__all__ = ["RECOMPUTE", "ParallelConfig", "in_flight", "micro_batches", "strides", "validate"]
+__all__ = [
+    "HSDP_SYNC",
+    "RECOMPUTE",
+    "RESHARD",
+    "ParallelConfig",
+    "in_flight",
+    "micro_batches",
+    "strides",
+    "validate",
+]
 
 RECOMPUTE = ("none", "selective", "full")
+# ZeRO-3's resharding policies (chapter 12): when the gathered parameters are freed, and the
+# all-gathers + reduce-scatters per step they cost, in units of (n - 1)/n of the 16-bit weights
+RESHARD = {
+    "after_forward": "3m",  # after forward and after backward, every micro-batch (ZeRO paper)
+    "after_backward": "2m",  # kept from forward to backward (FSDP2 reshard_after_forward=False)
+    "after_step": "m + 1",  # kept across micro-batches, gradients reduce-scattered every one
+    "after_step_no_sync": "2",  # kept, and one reduce-scatter per step (no gradient sync)
+}
+HSDP_SYNC = ("step", "micro_batch")  # HSDP's replica all-reduce: deferred, or every micro-batch
 
 
 @dataclass(frozen=True, order=True)
@@ -36,6 +54,8 @@ class ParallelConfig:
     micro_batch: int = 1  # sequences per micro-batch (chapter 4)
     offload: bool = False  # optimizer states in CPU memory (ZeRO-Offload, chapter 6)
     shard_group: int = 0  # HSDP: ZeRO shards over groups of this many dp ranks (x cp); 0 = all dp
+    reshard: str = "after_forward"  # ZeRO-3's resharding policy, one of RESHARD (chapter 12)
+    hsdp_sync: str = "step"  # HSDP's replica all-reduce: "step" (deferred) or "micro_batch"
 
     def __post_init__(self) -> None:
         for name in ("dp", "tp", "pp", "v", "cp", "ep", "micro_batch"):
@@ -45,6 +65,8 @@ class ParallelConfig:
         check_bool("offload", self.offload)
         check_choice("zero", self.zero, (0, 1, 2, 3))
         check_choice("recompute", self.recompute, RECOMPUTE)
+        check_choice("reshard", self.reshard, tuple(RESHARD))
+        check_choice("hsdp_sync", self.hsdp_sync, HSDP_SYNC)
 
     @property
     def gpus(self) -> int:
@@ -85,6 +107,8 @@ class ParallelConfig:
             self.micro_batch,
             self.offload,
             self.shard_group,
+            self.reshard,
+            self.hsdp_sync,
         )
 
     def label(self) -> str:
@@ -95,7 +119,9 @@ class ParallelConfig:
             value = getattr(self, f.name)
             if f.name in ("dp", "tp", "pp") or value == getattr(defaults, f.name):
                 continue
-            if isinstance(value, bool):
+            if f.name in ("reshard", "hsdp_sync"):
+                parts.append(f"{f.name}={value}")
+            elif isinstance(value, bool):
                 parts.append(f.name)  # sp, offload
             else:
                 parts.append(f"{f.name}{value}" if isinstance(value, int) else value)
@@ -177,6 +203,15 @@ def validate(model, cluster, config: ParallelConfig, *, global_batch: int, seq_l
         raise ValueError(
             f"shard_group={c.shard_group} must divide dp={c.dp}, with zero >= 1 (HSDP shards the "
             f"ZeRO states; zero={c.zero}) and ep = 1 (experts under HSDP are not modelled)"
+        )
+    if c.reshard != "after_forward" and c.zero != 3:
+        raise ValueError(f"reshard={c.reshard!r} needs zero=3 (a ZeRO-3 policy; zero={c.zero})")
+    if c.hsdp_sync != "step" and not (
+        c.shard_group and (c.zero == 2 or (c.zero == 3 and c.reshard != "after_step_no_sync"))
+    ):
+        raise ValueError(
+            f"hsdp_sync={c.hsdp_sync!r} needs HSDP (shard_group > 0) with a reduce-scatter every "
+            "micro-batch (zero=2, or zero=3 without reshard='after_step_no_sync')"
         )
     m = global_batch // (c.dp * c.micro_batch)
     if c.v > 1 and m % c.pp:

@@ -17,7 +17,8 @@ bandwidth + messages x alpha``):
   six under full recomputation, whose re-run forward dispatches and combines again
   (:func:`~minitorch_dist.expert_parallel.all_to_alls_per_step`, chapter 10);
 - pp: :func:`~minitorch_dist.pipeline.p2p_bytes` sent forward and back, ``v`` times per
-  micro-batch with interleaving.
+  micro-batch with interleaving; without SP with scatter/gather, ``1 / t`` per TP rank, and the
+  receiving TP group all-gathers the slices (Narayanan et al. 2021, section 4.1), booked on tp.
 
 A pipeline runs ``m`` micro-batches plus a bubble of ``(p - 1) / v`` of them
 (:func:`~minitorch_dist.pipeline.bubble_fraction`; Narayanan et al. 2021, section 2.2), then the
@@ -27,40 +28,36 @@ exchange gradients and parameters, :func:`~minitorch_dist.zero.measure.zero_comm
 
     T = m t_mb (1 + (p - 1) / (v m)) + t_dp (+ t_offload)
 
-By default nothing overlaps: every byte is on the critical path, the pessimistic end (real runs
-hide most of the DP traffic behind backward and CP's ring behind attention). Offload adds the
-gradient shard down and the parameters back over PCIe (``pcie_bandwidth``, assumed).
+By default nothing overlaps: every byte is on the critical path. Offload adds the gradient shard
+down and the parameters back over PCIe (``pcie_bandwidth``, assumed). ``overlap`` hides each
+axis's traffic in the window its chapter teaches, under that chapter's condition
+(:mod:`.overlap`): ``True`` hides the data-parallel exchange, the pipeline sends, TP's backward
+all-reduces under the weight gradients and CP's ring under block attention; an
+:class:`~.overlap.Overlap` chooses axis by axis (async TP, a DualPipe-style schedule for EP).
+With ``e_x`` the exposed seconds of axis x and ``W`` the ZeRO windows of :mod:`.overlap`:
 
-``overlap=True`` hides the pipeline and data-parallel traffic behind compute, each in the window
-where a framework can run it; TP, CP and EP stay exposed. It is a mode, not a bound: a real run
-can beat it by hiding those three too (chapter 7's overlapped TP, chapter 8's ring behind block
-attention, chapter 9's DualPipe). The pipeline sends hide behind the next micro-batch's products
-(Megatron-LM's ``overlap_p2p_comm``). The ZeRO exchange splits in two, as
-:func:`~minitorch_dist.zero.measure.zero_comm_bytes` counts it. The gradient reduction
-(bucketed, Li et al. 2020, section 3.2.3) runs under backward: the last micro-batch's,
-``beta t_c / m``, for ZeRO-0/1, which reduce once; all of it, ``beta t_c``, for ZeRO-2/3, which
-reduce-scatter every micro-batch (ZeRO-3's backward gathers with them). The parameter
-all-gather of ZeRO-1/2 can start only after the optimizer step, so it hides under the next
-step's first forward, ``(1 - beta) t_c / m`` (Megatron-LM's ``--overlap-param-gather``);
-ZeRO-3's forward gathers are prefetched under the forward, ``(1 - beta) t_c``, except the
-step's first one, one layer's of the ``m L`` forward gathers, which nothing runs before. With
-``t_c`` the compute and ``beta = 1 - F_fwd / F`` the share of the step's FLOPs after the forward:
+    T = (t_c + e_tp + e_cp + e_ep + e_pp) (1 + (p - 1) / (v m))
+        + max(0, t_grad - W_bwd) + max(0, t_param - W_fwd) + max(0, t_rep - W_rep) + t_offload
 
-    T = (t_c + t_tp + t_cp + t_ep + max(0, t_pp - t_c)) (1 + (p - 1) / (v m))
-        + max(0, t_grad - W_bwd) + max(0, t_param - W_fwd) + t_offload
+``StepTime.hidden`` is the seconds that came off, ``StepTime.terms`` each term's exposed and
+hidden seconds and why (``StepTime.explain()`` prints them).
 
-``StepTime.hidden`` is the seconds that came off.
+ZeRO-3's resharding policy (``ParallelConfig.reshard``) sets its bytes: ``3m`` all-gathers +
+reduce-scatters of the sharded weights (``(n - 1) / n`` each) when it frees the gathered
+parameters after forward and after backward, ``2m`` when it keeps them from forward to backward
+(FSDP2's ``reshard_after_forward=False``), ``m + 1`` when it keeps them across micro-batches and
+``2`` when it also reduce-scatters once per step.
 
 HSDP (``shard_group`` g, :mod:`.hsdp`): the ZeRO exchange runs over the shard group's link and
 the replicas' all-reduce of the gradient shard over the link of the ``dp / g`` replicas
-(``dp_replica``).
+(``dp_replica``), once per step (``hsdp_sync="step"``, deferred to the last micro-batch) or
+after every micro-batch's reduce-scatter (``"micro_batch"``).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from minitorch_dist.checks import check_bool
 from minitorch_dist.tensor_parallel.cost import kv_heads_per_rank
 
 from .config import ParallelConfig, micro_batches, strides
@@ -76,12 +73,21 @@ from .memo import (  # the per-package closed forms, memoised (same numbers)
     tp_comm_bytes,
     zero_comm_bytes,
 )
+from .overlap import Overlap, Term, as_overlap, explain, hide
 
 __all__ = ["PCIE_BANDWIDTH", "StepTime", "comm_bytes", "step_time"]
 
 PCIE_BANDWIDTH = 25e9  # bytes/s host <-> device, assumed (PCIe 4.0 x16 is 32 GB/s peak)
-# the share of zero_comm_bytes(..., grad_acc=m) that gathers parameters before a forward
-PARAM_SHARE = {0: lambda m: 0.0, 1: lambda m: 0.5, 2: lambda m: 1 / (m + 1), 3: lambda m: 1 / 3}
+# the share of the ZeRO bytes that gathers parameters before a forward, by stage (and policy)
+PARAM_SHARE = {
+    0: lambda m: 0.0,
+    1: lambda m: 0.5,
+    2: lambda m: 1 / (m + 1),
+    "after_forward": lambda m: 1 / 3,
+    "after_backward": lambda m: 1 / 2,
+    "after_step": lambda m: 1 / (m + 1),
+    "after_step_no_sync": lambda m: 1 / 2,
+}
 AXES = ("tp", "cp", "ep", "pp")
 
 
@@ -100,8 +106,13 @@ class StepTime:
     total: float
     mfu: float  # model FLOPs (6 N + attention, no recomputation) per second over the peak
     tflops_per_gpu: float  # FLOP/s per GPU counting recomputation, Narayanan's eq. (3) / 1e12
-    hidden: float = 0.0  # seconds of pp and dp traffic hidden behind compute (overlap=True)
+    hidden: float = 0.0  # seconds of traffic hidden behind compute (overlap)
     dp_param: float = 0.0  # the part of dp that gathers parameters before a forward (ZeRO-1-3)
+    terms: tuple[Term, ...] = ()  # each part: exposed seconds, hidden seconds, why
+
+    def explain(self) -> str:
+        """One line per term of the step: exposed seconds, hidden seconds, and why."""
+        return explain(self.terms)
 
 
 def _stage_layers(model, config: ParallelConfig) -> tuple[int, int]:  # noqa: ANN001
@@ -149,18 +160,31 @@ def comm_bytes(
         except ValueError:  # uneven tokens: the average over ranks
             dispatch = tokens * model.moe.top_k * (c.ep - 1) / c.ep * llama.hidden * 2
         out["ep"] = m * ep_step_bytes(dispatch, moe_layers=moe_layers, recompute=c.recompute)
-    if c.pp > 1:
-        out["pp"] = (
-            m * 2 * c.v * p2p_bytes(micro_batch=b, seq_len=s, hidden=llama.hidden, tp=c.tp, sp=c.sp)
+    if c.pp > 1:  # scatter/gather without SP: 1 / t each, all-gathered over TP (chapter 9)
+        one = p2p_bytes(
+            micro_batch=b, seq_len=s, hidden=llama.hidden, tp=c.tp, sp=c.sp, scatter_gather=True
         )
+        out["pp"] = m * 2 * c.v * one
+        out["tp"] += 0 if c.sp else out["pp"] * (c.tp - 1)  # the all-gather's (t - 1) slices
     dense, expert = model.params_per_rank(tp=c.tp, pp=c.pp, ep=c.ep, stage=0)
     if c.shard > 1:
-        out["dp"] = zero_comm_bytes(dense, c.zero, c.shard, grad_acc=m)
+        out["dp"] = _zero_bytes(dense, c, c.shard, m)
     if c.replicas > 1:
-        out["dp_replica"] = replica_all_reduce_bytes(dense, c.dp * c.cp, c.shard)
+        reduces = m if c.hsdp_sync == "micro_batch" else 1
+        out["dp_replica"] = replica_all_reduce_bytes(dense, c.dp * c.cp, c.shard, reduces=reduces)
     if expert and c.expert_shard > 1:
-        out["dp_expert"] = zero_comm_bytes(expert, c.zero, c.expert_shard, grad_acc=m)
+        out["dp_expert"] = _zero_bytes(expert, c, c.expert_shard, m)
     return out
+
+
+def _zero_bytes(params: int, c: ParallelConfig, n: int, m: int) -> float:
+    """Chapter 6's ZeRO bytes over ``n`` ranks; ZeRO-3 under its resharding policy: ``3m``,
+    ``2m``, ``m + 1`` (stage 2's count) or ``2`` (stage 1's) units of ``(n - 1) / n``."""
+    if c.zero < 3 or c.reshard == "after_forward":
+        return zero_comm_bytes(params, c.zero, n, grad_acc=m)
+    if c.reshard == "after_backward":
+        return zero_comm_bytes(params, 3, n, grad_acc=m) * 2 / 3
+    return zero_comm_bytes(params, 2 if c.reshard == "after_step" else 1, n, grad_acc=m)
 
 
 def _messages(
@@ -170,11 +194,13 @@ def _messages(
     c = config
     collectives = 6 if c.recompute == "full" else 4  # all-reduces (or RS + AG pairs) per layer
     passes = 4 if c.recompute == "full" else 3
+    sends = m * 2 * c.v if c.pp > 1 else 0
+    gathers = 0 if c.sp else sends  # scatter/gather: an all-gather per pipeline message
     return {
-        "tp": m * layers * collectives * 2 * (c.tp - 1),
+        "tp": (m * layers * collectives * 2 + gathers) * (c.tp - 1),
         "cp": m * layers * passes * (c.cp - 1),
         "ep": m * moe_layers * all_to_alls_per_step(c.recompute) * (c.ep - 1),
-        "pp": m * 2 * c.v if c.pp > 1 else 0,
+        "pp": sends,
     }
 
 
@@ -185,7 +211,7 @@ def step_time(
     *,
     seq_len: int,
     global_batch: int,
-    overlap: bool = False,
+    overlap: bool | Overlap = False,
 ) -> StepTime:  # noqa: ANN001
     """Predicted seconds of one step, by part: ``compute`` (the step's FLOPs over every GPU at
     ``matmul_efficiency`` of the peak); ``tp``, ``cp``, ``ep``, ``pp`` (each axis's bytes from
@@ -194,9 +220,10 @@ def step_time(
     ``bubble_fraction(p, m, v)``); ``dp`` (the ZeRO bytes over the link of the dp x cp ranks
     holding the same weights, experts over the dp/ep x cp group's, plus alpha per ring step;
     ``dp_param``, its part that gathers parameters); then ``offload``, ``total``, MFU and
-    TFLOP/s. ``overlap=True``: the pipeline sends and the dp exchange hide behind compute in the
-    windows of the module docstring's closed form (``hidden``, the seconds that came off); TP,
-    CP and EP stay exposed, so it is a mode, not a bound. Off, nothing overlaps.
+    TFLOP/s. ``overlap``: False, nothing overlaps; True or an :class:`~.overlap.Overlap`, each
+    axis hides in its chapter's window under its chapter's condition (:mod:`.overlap`), and
+    ``tp``, ``cp``, ``ep``, ``pp``, ``dp`` are what stays exposed (``hidden``, the seconds that
+    came off). ``terms``: each part's exposed and hidden seconds and why (``explain()``).
 
     See the module docstring for where each formula comes from."""
     c = config
@@ -225,32 +252,36 @@ def step_time(
             dp_parts[key] = sent[key] / link.bandwidth + ring_passes * (size - 1) * link.alpha
     dp = sum(dp_parts.values())
     # END SOLUTION
-    param = (dp_parts["dp"] + dp_parts["dp_expert"]) * PARAM_SHARE[c.zero](m)
-    check_bool("overlap", overlap)
-    hidden = 0.0
-    if overlap:  # the module docstring's closed form
-        beta = 1 - model.flops_per_token(seq_len, "none") * tokens / 3 / hardware
-        w_bwd = beta * compute / (m if c.zero < 2 else 1)
-        w_fwd = (1 - beta) * compute / (m if c.zero < 3 else 1)
-        if c.zero == 3:  # the step's first gather: one layer's of the m L forward gathers
-            w_fwd = min(w_fwd, param * (1 - 1 / (m * layers)))
-        hidden_pp = min(times["pp"], compute)
-        hidden_dp = min(dp - param, w_bwd) + min(param, w_fwd)
-        param -= min(param, w_fwd)
-        share = bubble / per_step  # the bubble's share of the work, (p - 1) / (v m)
-        times["pp"] -= hidden_pp
-        per_step -= hidden_pp
-        bubble -= hidden_pp * share
-        dp -= hidden_dp
-        hidden = hidden_pp * (1 + share) + hidden_dp
+    key = c.reshard if c.zero == 3 else c.zero
+    param = (dp_parts["dp"] + dp_parts["dp_expert"]) * PARAM_SHARE[key](m)
+    beta = 1 - model.flops_per_token(seq_len, "none") * tokens / 3 / hardware
+    exposed, hidden_dp, why = hide(
+        model, cluster, c, as_overlap(overlap), seq_len=seq_len, m=m, layers=layers,
+        moe_layers=moe_layers, compute=compute, beta=beta, times=times, dp_parts=dp_parts,
+        param=param,
+    )  # fmt: skip
+    share = bubble / per_step  # the bubble's share of the work, (p - 1) / (v m)
+    hidden_axes = sum(times[a] - exposed[a] for a in AXES)
+    per_step -= hidden_axes
+    bubble -= hidden_axes * share
+    param -= hidden_dp[1]
+    dp -= sum(hidden_dp)
+    hidden = hidden_axes * (1 + share) + sum(hidden_dp)
     dense, expert = model.params_per_rank(tp=c.tp, pp=c.pp, ep=c.ep, stage=0)
     shard = -(-dense // c.shard) + -(-expert // c.expert_shard) if c.zero else dense + expert
     offload = 4 * shard / PCIE_BANDWIDTH if c.offload else 0.0  # 16-bit grads down, params up
     total = per_step + bubble + dp + offload
     model_flops = model.flops_per_token(seq_len, "none") * tokens
+    terms = (
+        Term("compute", compute, 0.0, f"products at {cluster.matmul_efficiency:.0%} of peak"),
+        *(Term(a, exposed[a], times[a] - exposed[a], why[a]) for a in AXES),
+        Term("bubble", bubble, 0.0, f"(p - 1) / (v m) = {share:.2%} of the work above"),
+        Term("dp", dp, sum(hidden_dp), why["dp"]),
+        Term("offload", offload, 0.0, "PCIe, not overlapped" if offload else "no offload"),
+    )
     return StepTime(
         compute=compute,
-        **times,
+        **exposed,
         bubble=bubble,
         dp=dp,
         offload=offload,
@@ -262,6 +293,7 @@ def step_time(
         / 1e12,
         hidden=hidden,
         dp_param=param,
+        terms=terms,
     )
 
 

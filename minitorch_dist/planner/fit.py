@@ -8,7 +8,12 @@ the same weights (:func:`~minitorch_dist.memory.model_state_bytes`; the cp ranks
 reduce their gradients together, so they share the shard, as in Megatron-LM's distributed
 optimizer and torchtitan's ``dp_shard_cp``). Experts are replicated over ``dp / ep`` ranks
 only, so their ZeRO shard is ``1 / (dp / ep x cp)``. Under HSDP (``shard_group`` g,
-:mod:`.hsdp`) the dense states are sharded over the ``g x cp`` ranks of a shard group.
+:mod:`.hsdp`) the dense states are sharded over the ``g x cp`` ranks of a shard group. ZeRO-3's
+resharding policy (``ParallelConfig.reshard``) prices what it keeps: freeing the gathered
+parameters after forward and after backward (the default) holds one layer's at a time, not
+counted; keeping them from forward to backward or across micro-batches holds the stage's
+unsharded 16-bit parameters, ``2 Psi_r`` bytes more; reducing the gradients once per step also
+holds their unsharded ``2 Psi_r`` instead of a shard.
 
 Activations (chapters 3, 7, 8): one layer of one micro-batch stores
 :func:`~minitorch_dist.memory.activation_bytes` -- Korthikanti et al. 2022, section 4, Table 2:
@@ -57,6 +62,11 @@ def rank_memory(
     ``activations="exact"``: what the package's code holds (:mod:`.exact`), not Korthikanti's."""
     check_choice("activations", activations, ACTIVATIONS)
     if activations == "exact":
+        if config.reshard != "after_forward":
+            raise ValueError(
+                f"reshard={config.reshard!r}: the package's ZeRO-3 frees the gathered parameters "
+                "after forward and after backward; the exact count has no other policy"
+            )
         return exact_rank_memory(
             model, config, seq_len=seq_len, global_batch=global_batch, stage=stage
         )
@@ -83,6 +93,10 @@ def rank_memory(
     logits = 4 * c.micro_batch * (seq_len // c.cp) * llama.vocab_size // c.tp if last else 0
     # END SOLUTION
     out = {k: states[k] + experts[k] for k in ("params", "grads", "optimizer")}
+    if c.zero == 3 and c.reshard != "after_forward":  # the unsharded stage, held (RESHARD)
+        out["params"] += 2 * (dense + expert)
+        if c.reshard == "after_step_no_sync":  # and its gradients, reduce-scattered at the end
+            out["grads"] = 2 * (dense + expert)
     out["activations"] = activations
     out["logits"] = logits
     out["total"] = sum(out.values())

@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from itertools import product
 
-from minitorch_dist.checks import check_bool, check_int
+from minitorch_dist.checks import check_int
 from minitorch_dist.memory import format_bytes
 from minitorch_dist.progress import progress
 
@@ -28,6 +28,7 @@ from .config import RECOMPUTE, ParallelConfig, micro_batches, validate
 from .cost import StepTime, step_time
 from .fit import peak_memory
 from .model import as_model
+from .overlap import Overlap, as_overlap
 from .roofline import Phase, roofline
 
 __all__ = [
@@ -160,8 +161,10 @@ def plan(
     only: dict | None = None,  # noqa: ANN001
     activations: str = "korthikanti",
     critical_batch: int | None = None,
-    overlap: bool = False,
+    overlap: bool | Overlap = False,
     shard_groups: tuple[int, ...] = (),
+    reshard: tuple[str, ...] = ("after_forward",),
+    hsdp_sync: tuple[str, ...] = ("step",),
 ) -> Plan:
     """Every configuration of ``model`` on ``cluster`` for ``global_batch`` sequences of
     ``seq_len`` tokens: fits or the reason it does not, predicted step time and MFU, ranked.
@@ -170,8 +173,10 @@ def plan(
     ``critical_batch``: flag the fitting rows whose ``d m b`` exceeds it (``Row.warning``).
     ``overlap``: the cost model's overlap switch (:func:`~.cost.step_time`; off by default).
     ``shard_groups``: HSDP shard-group sizes to try besides the whole dp group (ZeRO >= 1, a
-    size that divides dp, no expert parallelism); empty by default (plain ZeRO only)."""
-    check_bool("overlap", overlap)
+    size that divides dp, no expert parallelism); empty by default (plain ZeRO only).
+    ``reshard``: ZeRO-3's resharding policies to try (:data:`~.config.RESHARD`); ``hsdp_sync``:
+    HSDP's replica all-reduce to try, ``"step"`` (deferred), ``"micro_batch"`` or both."""
+    as_overlap(overlap)  # refuses a bad value before the search
     only = only or {}
     model = as_model(model)
     kw = {"global_batch": global_batch, "seq_len": seq_len}
@@ -206,27 +211,41 @@ def plan(
             }
             if any(knobs[k] != only[k] for k in only.keys() & knobs.keys()):
                 continue
-            config = ParallelConfig(**layout, **knobs)
-            if sp and (seq_len // cp) % tp:
-                rows.append(
-                    Row(
-                        config,
-                        reason=f"seq_len/cp = {seq_len // cp} is not divisible by tp={tp} (sp)",
-                    )
-                )
-                continue
-            memory = peak_memory(model, config, **kw, activations=activations)
-            if memory["total"] > cluster.memory_bytes:
-                reason = (
-                    f"needs {format_bytes(memory['total'])} per rank > "
-                    f"{format_bytes(cluster.memory_bytes)}"
-                )
-                rows.append(Row(config, memory, reason=reason))
-                continue
-            time = step_time(model, cluster, config, **kw, overlap=overlap)
-            warning = batch_warning(config, global_batch, critical_batch)
-            rows.append(Row(config, memory, time, warning=warning))
+            for policy in _policies(knobs, reshard, hsdp_sync, only):
+                rows.append(_row(model, cluster, ParallelConfig(**layout, **knobs, **policy),
+                                 kw, activations, overlap, critical_batch))  # fmt: skip
     return Plan(model, cluster, global_batch, seq_len, rank(rows))
+
+
+def _policies(knobs: dict, reshard: tuple, hsdp_sync: tuple, only: dict) -> list[dict]:
+    """The ZeRO-3 resharding and HSDP sync settings to try with ``knobs`` (the valid ones)."""
+    out = []
+    for policy, sync in product(reshard if knobs["zero"] == 3 else ("after_forward",),
+                                hsdp_sync if knobs["shard_group"] else ("step",)):  # fmt: skip
+        every = knobs["zero"] == 2 or (knobs["zero"] == 3 and policy != "after_step_no_sync")
+        if sync == "micro_batch" and not every:
+            continue  # one reduce-scatter per step: nothing to all-reduce per micro-batch
+        choice = {"reshard": policy, "hsdp_sync": sync}
+        if all(choice[k] == only[k] for k in only.keys() & choice.keys()):
+            out.append(choice)
+    return out
+
+
+def _row(model, cluster, config: ParallelConfig, kw: dict, activations: str, overlap,
+         critical_batch: int | None) -> Row:  # noqa: ANN001  # fmt: skip
+    """One configuration's row: its reason, or its bytes, step time and warning."""
+    seq_len, cp, tp, sp = kw["seq_len"], config.cp, config.tp, config.sp
+    if sp and (seq_len // cp) % tp:
+        return Row(config, reason=f"seq_len/cp = {seq_len // cp} is not divisible by tp={tp} (sp)")
+    memory = peak_memory(model, config, **kw, activations=activations)
+    if memory["total"] > cluster.memory_bytes:
+        reason = (
+            f"needs {format_bytes(memory['total'])} per rank > {format_bytes(cluster.memory_bytes)}"
+        )
+        return Row(config, memory, reason=reason)
+    time = step_time(model, cluster, config, **kw, overlap=overlap)
+    warning = batch_warning(config, kw["global_batch"], critical_batch)
+    return Row(config, memory, time, warning=warning)
 
 
 @dataclass(frozen=True)
@@ -250,7 +269,7 @@ def choose(
     global_batch: int,
     seq_len: int,
     critical_batch: int | None = None,
-    overlap: bool = False,  # noqa: ANN001
+    overlap: bool | Overlap = False,  # noqa: ANN001
 ) -> Choice:
     """Plan the problem and return a :class:`Choice`: the first fitting row's configuration,
     time and memory; the second row's configuration and its step time over the first's
