@@ -3,6 +3,9 @@
 One name per collective: the copying collectives live in ``minitorch_dist.comm.collectives``
 under one name each; no other module defines its own wrapper of a collective, imports one
 under another name, or re-exports one (each such spelling is a second name to look up).
+
+One type for a group: every public function's ``group`` (and ``tp_group``, ``cp_group`` ...)
+is a ``Group`` (``minitorch_dist.comm.groups``: a process group or None), in every folder.
 """
 
 from __future__ import annotations
@@ -72,3 +75,38 @@ def test_comm_names_are_imported_and_exported_under_their_own_name_only() -> Non
                     exported.append(f"{where} {alias.name}")
     assert not renamed, f"comm names imported under another name: {renamed}"
     assert not exported, f"comm names re-exported by another module: {exported}"
+
+
+# parameters named like a group that are no process group: an optimizer's param group, a flag
+NOT_GROUPS = {"param_group", "by_group"}
+
+
+def _public_functions(tree: ast.Module) -> list[ast.FunctionDef]:
+    """Top-level functions and the methods of top-level classes, not named ``_private``."""
+    out = []
+    for node in tree.body:
+        members = node.body if isinstance(node, ast.ClassDef) else [node]
+        out += [
+            f
+            for f in members
+            if isinstance(f, ast.FunctionDef)
+            and (not f.name.startswith("_") or f.name.startswith("__"))
+        ]
+    return out
+
+
+def test_every_group_parameter_has_the_one_type() -> None:
+    """Catches ``group: Any`` in one folder beside ``dist.ProcessGroup | None`` in the next.
+    ``models`` imports no parallel code, so it spells the same type out."""
+    found = []
+    for path, tree in _modules(skip_comm=False):
+        want = "dist.ProcessGroup | None" if "models" in path.parts else "Group"
+        for f in _public_functions(tree):
+            for a in f.args.posonlyargs + f.args.args + f.args.kwonlyargs:
+                if (a.arg == "group" or a.arg.endswith("_group")) and a.arg not in NOT_GROUPS:
+                    got = ast.unparse(a.annotation) if a.annotation else None
+                    if got != want:
+                        found.append(
+                            f"{path.relative_to(PACKAGE)}:{f.lineno} {f.name}({a.arg}: {got})"
+                        )
+    assert not found, f"group parameters not typed as the one Group: {found}"

@@ -32,7 +32,7 @@ if TYPE_CHECKING:  # what an editor follows; attach() imports each name on first
         multi_node_ring_bandwidth,
     )
     from .counting import Call, CommCounter
-    from .groups import group_rank, group_size
+    from .groups import Group, group_rank, group_size
     from .shim import all_gather_into_tensor, reduce_scatter_tensor
 
 __getattr__, __dir__ = attach(__name__)  # __all__: the names imported above

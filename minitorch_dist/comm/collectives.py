@@ -27,7 +27,7 @@ import torch
 import torch.distributed as dist
 
 from minitorch_dist.checks import check_divisible
-from minitorch_dist.comm.groups import group_rank, group_size
+from minitorch_dist.comm.groups import Group, group_rank, group_size
 from minitorch_dist.comm.shim import all_gather_into_tensor, reduce_scatter_tensor
 from minitorch_dist.scopes import backend_scope
 
@@ -42,7 +42,7 @@ __all__ = [
 ]
 
 
-def all_reduce_copy(x: torch.Tensor, group: Any, op: Any = dist.ReduceOp.SUM) -> torch.Tensor:
+def all_reduce_copy(x: torch.Tensor, group: Group, op: Any = dist.ReduceOp.SUM) -> torch.Tensor:
     """The sum (or ``op``) of ``x`` over the ranks of ``group``, in a new tensor."""
     if group_size(group) == 1:
         return x.clone()
@@ -52,7 +52,7 @@ def all_reduce_copy(x: torch.Tensor, group: Any, op: Any = dist.ReduceOp.SUM) ->
         return buffer.clone()
 
 
-def all_gather_copy(x: torch.Tensor, group: Any, dim: int) -> torch.Tensor:
+def all_gather_copy(x: torch.Tensor, group: Group, dim: int) -> torch.Tensor:
     """The ranks' ``x`` concatenated along ``dim`` in rank order: (..., s/t, ...) -> (..., s, ...)."""
     t = group_size(group)
     with backend_scope():
@@ -65,7 +65,7 @@ def all_gather_copy(x: torch.Tensor, group: Any, dim: int) -> torch.Tensor:
         return buffer.movedim(0, dim).clone(memory_format=torch.contiguous_format)
 
 
-def reduce_scatter_copy(x: torch.Tensor, group: Any, dim: int) -> torch.Tensor:
+def reduce_scatter_copy(x: torch.Tensor, group: Group, dim: int) -> torch.Tensor:
     """This rank's slice along ``dim`` of the sum of the ranks' ``x``: (..., s, ...) ->
     (..., s/t, ...). ValueError unless ``dim`` divides by the group size."""
     t = group_size(group)
@@ -77,7 +77,7 @@ def reduce_scatter_copy(x: torch.Tensor, group: Any, dim: int) -> torch.Tensor:
         return buffer.movedim(0, dim).clone(memory_format=torch.contiguous_format)
 
 
-def split_copy(x: torch.Tensor, group: Any, dim: int) -> torch.Tensor:
+def split_copy(x: torch.Tensor, group: Group, dim: int) -> torch.Tensor:
     """This rank's contiguous slice of ``x`` along ``dim`` (no communication). ValueError unless
     ``dim`` divides by the group size."""
     t = group_size(group)
@@ -85,7 +85,7 @@ def split_copy(x: torch.Tensor, group: Any, dim: int) -> torch.Tensor:
     return x.chunk(t, dim=dim)[group_rank(group)].contiguous()  # (b, s/t, h): my tokens
 
 
-def all_gather_stacked(x: torch.Tensor, group: Any) -> torch.Tensor:
+def all_gather_stacked(x: torch.Tensor, group: Group) -> torch.Tensor:
     """Every rank's ``x`` stacked in rank order: (...) on each rank -> (n, ...)."""
     n = group_size(group)
     out = x.new_empty((n * x.shape[0], *x.shape[1:]))  # gloo gathers along dim 0
@@ -94,7 +94,7 @@ def all_gather_stacked(x: torch.Tensor, group: Any) -> torch.Tensor:
     return out.view(n, *x.shape)
 
 
-def reduce_scatter_stacked(x: torch.Tensor, group: Any) -> torch.Tensor:
+def reduce_scatter_stacked(x: torch.Tensor, group: Group) -> torch.Tensor:
     """Entry r of the ranks' summed ``x`` on rank r: (n, ...) on each rank -> (...)."""
     out = x.new_empty(x.shape[1:])
     with backend_scope():
@@ -102,7 +102,9 @@ def reduce_scatter_stacked(x: torch.Tensor, group: Any) -> torch.Tensor:
     return out
 
 
-def all_to_all_copy(x: torch.Tensor, group: Any, scatter_dim: int, gather_dim: int) -> torch.Tensor:
+def all_to_all_copy(
+    x: torch.Tensor, group: Group, scatter_dim: int, gather_dim: int
+) -> torch.Tensor:
     """Cut ``x`` into n pieces along ``scatter_dim``, send piece j to rank j, and concatenate
     what arrives along ``gather_dim`` in rank order, in a new tensor."""
     n = group_size(group)

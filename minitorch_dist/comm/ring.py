@@ -19,10 +19,12 @@ from __future__ import annotations
 import torch
 import torch.distributed as dist
 
+from minitorch_dist.comm.groups import Group
+
 __all__ = ["ring_all_gather", "ring_all_reduce", "ring_reduce_scatter"]
 
 
-def _exchange(send: torch.Tensor, recv: torch.Tensor, group: dist.ProcessGroup | None) -> None:
+def _exchange(send: torch.Tensor, recv: torch.Tensor, group: Group) -> None:
     """Send ``send`` to the right neighbour while receiving ``recv`` from the left one."""
     rank, n = dist.get_rank(group), dist.get_world_size(group)
     right = dist.get_global_rank(group, (rank + 1) % n) if group else (rank + 1) % n
@@ -39,7 +41,7 @@ def _check(tensor: torch.Tensor, name: str) -> None:
         raise ValueError(f"{name} needs a contiguous tensor (it works on a flat view)")
 
 
-def ring_reduce_scatter(tensor: torch.Tensor, group: dist.ProcessGroup | None = None) -> None:
+def ring_reduce_scatter(tensor: torch.Tensor, group: Group = None) -> None:
     """Sum ``tensor`` over ranks in place, chunk-wise: afterwards chunk ``rank`` is complete.
 
     Chunks are ``tensor.view(-1).tensor_split(n)``. At step ``t`` (``t = 0 .. n-2``) rank ``r``
@@ -59,7 +61,7 @@ def ring_reduce_scatter(tensor: torch.Tensor, group: dist.ProcessGroup | None = 
     # END SOLUTION
 
 
-def ring_all_gather(tensor: torch.Tensor, group: dist.ProcessGroup | None = None) -> None:
+def ring_all_gather(tensor: torch.Tensor, group: Group = None) -> None:
     """In place: rank r contributes chunk r of ``tensor``; afterwards all chunks are everywhere.
 
     At step ``t`` rank ``r`` forwards chunk ``(r - t) mod n`` (its own at ``t = 0``, then the
@@ -78,7 +80,7 @@ def ring_all_gather(tensor: torch.Tensor, group: dist.ProcessGroup | None = None
     # END SOLUTION
 
 
-def ring_all_reduce(tensor: torch.Tensor, group: dist.ProcessGroup | None = None) -> None:
+def ring_all_reduce(tensor: torch.Tensor, group: Group = None) -> None:
     """Sum ``tensor`` over ranks in place: a ring reduce-scatter followed by a ring all-gather.
 
     Equal to ``dist.all_reduce(tensor, group=group)`` (up to the order of floating-point

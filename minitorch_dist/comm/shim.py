@@ -14,6 +14,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from minitorch_dist.comm.groups import Group
 from minitorch_dist.scopes import backend_scope
 
 __all__ = ["all_gather_into_tensor", "reduce_scatter_tensor"]
@@ -23,7 +24,7 @@ _reduce_scatter = getattr(dist, "reduce_scatter_single", None) or dist.reduce_sc
 
 
 def all_gather_into_tensor(
-    output: torch.Tensor, input: torch.Tensor, group: Any = None, async_op: bool = False
+    output: torch.Tensor, input: torch.Tensor, group: Group = None, async_op: bool = False
 ) -> Any:
     """Concatenate every rank's ``input`` (shape ``(k, ...)``) into ``output`` (``(n*k, ...)``)."""
     with backend_scope():
@@ -34,7 +35,7 @@ def reduce_scatter_tensor(
     output: torch.Tensor,
     input: torch.Tensor,
     op: Any = dist.ReduceOp.SUM,
-    group: Any = None,
+    group: Group = None,
     async_op: bool = False,
 ) -> Any:
     """Reduce ``input`` (``(n*k, ...)``) over ranks; rank r keeps chunk r in ``output``."""

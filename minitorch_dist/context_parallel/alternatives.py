@@ -26,7 +26,7 @@ from minitorch_dist.comm.collectives import (
     all_to_all_copy,
     reduce_scatter_stacked,
 )
-from minitorch_dist.comm.groups import group_rank, group_size
+from minitorch_dist.comm.groups import Group, group_rank, group_size
 from minitorch_dist.context_parallel.blocks import (
     block_attention,
     block_attention_backward,
@@ -41,7 +41,7 @@ __all__ = ["allgather_attention", "ulysses_attention"]
 class _AllGatherAttention(torch.autograd.Function):
     @staticmethod
     def forward(
-        ctx: Any, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, group: Any, layout: str
+        ctx: Any, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, group: Group, layout: str
     ) -> torch.Tensor:
         cp, rank = group_size(group), group_rank(group)
         k_all = all_gather_stacked(k, group)  # (cp, b, KV, s/cp, d): every rank's shard
@@ -89,7 +89,7 @@ def allgather_attention(
     k: torch.Tensor,
     v: torch.Tensor,
     *,
-    group: Any = None,
+    group: Group = None,
     layout: str = "zigzag",
 ) -> torch.Tensor:
     """Causal attention of this rank's shard (as :func:`ring_attention`) after all-gathering
@@ -104,7 +104,7 @@ class _AllToAll(torch.autograd.Function):
 
     @staticmethod
     def forward(
-        ctx: Any, x: torch.Tensor, group: Any, scatter_dim: int, gather_dim: int
+        ctx: Any, x: torch.Tensor, group: Group, scatter_dim: int, gather_dim: int
     ) -> torch.Tensor:
         ctx.group, ctx.dims = group, (scatter_dim, gather_dim)
         return all_to_all_copy(x, group, scatter_dim, gather_dim)
@@ -120,7 +120,7 @@ def ulysses_attention(
     k: torch.Tensor,
     v: torch.Tensor,
     *,
-    group: Any = None,
+    group: Group = None,
     layout: str = "zigzag",
 ) -> torch.Tensor:
     """Causal attention of this rank's shard by Ulysses: all-to-all to (b, H/cp, s, d), fused

@@ -25,7 +25,7 @@ import torch.distributed as dist
 from torch import nn
 
 from minitorch_dist.checks import check_bool, check_choice
-from minitorch_dist.comm.groups import group_rank, group_size
+from minitorch_dist.comm.groups import Group, group_rank, group_size
 from minitorch_dist.context_parallel.layout import LAYOUTS, shard_positions, shard_sequence
 from minitorch_dist.context_parallel.ring import ring_attention
 from minitorch_dist.models.llama import Llama
@@ -45,7 +45,7 @@ class ContextParallelCore(nn.Module):
     """Causal attention of this rank's shard of q, k, v (b, heads, s/cp, d) by ``attention``
     (default :func:`ring_attention`), in place of the Llama's ``AttentionCore``."""
 
-    def __init__(self, group: Any, layout: str, attention: Any = None) -> None:
+    def __init__(self, group: Group, layout: str, attention: Any = None) -> None:
         super().__init__()
         self.group, self.layout = group, layout
         self.attention = ring_attention if attention is None else attention
@@ -59,7 +59,7 @@ class ShardPositions:
     ``length`` tokens are the tokens ``shard_positions(seq_len, rank, cp, layout)`` of the whole
     sequence, whose length is ``seq_len`` if given, else ``length * cp``."""
 
-    def __init__(self, group: Any, layout: str, seq_len: int | None = None) -> None:
+    def __init__(self, group: Group, layout: str, seq_len: int | None = None) -> None:
         self.group, self.layout, self.seq_len = group, layout, seq_len
 
     def __call__(self, length: int) -> tuple[int, torch.Tensor]:
@@ -68,7 +68,7 @@ class ShardPositions:
         return seq_len, shard_positions(seq_len, rank, cp, layout=self.layout)  # (s/cp,)
 
 
-def average_grads(model: nn.Module, group: Any) -> None:
+def average_grads(model: nn.Module, group: Group) -> None:
     """Average every parameter's gradient over ``group`` as backward finishes it (a hook per
     parameter: all-reduce, then divide by the group's size)."""
     n = group_size(group)
@@ -84,11 +84,11 @@ def average_grads(model: nn.Module, group: Any) -> None:
 
 def apply_context_parallel(
     model: Llama,
-    group: Any = None,
+    group: Group = None,
     *,
     layout: str = "zigzag",
     attention: Any = None,
-    grad_group: Any = None,
+    grad_group: Group = None,
     seq_len: int | None = None,
     sync_grads: bool = True,
 ) -> Llama:

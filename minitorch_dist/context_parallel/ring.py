@@ -31,7 +31,7 @@ import torch
 import torch.distributed as dist
 from torch.utils.hooks import RemovableHandle
 
-from minitorch_dist.comm.groups import group_rank, group_size
+from minitorch_dist.comm.groups import Group, group_rank, group_size
 from minitorch_dist.context_parallel.blocks import (
     block_attention,
     block_attention_backward,
@@ -96,7 +96,7 @@ class RingComm:
     one, with batched point-to-point ops (``dist.batch_isend_irecv``); ``counter`` (a
     :class:`~minitorch_dist.comm.CommCounter`) is entered around each exchange."""
 
-    def __init__(self, group: Any = None, counter: Any = None, tag: int = 0) -> None:
+    def __init__(self, group: Group = None, counter: Any = None, tag: int = 0) -> None:
         self.group, self.counter, self.tag = group, counter, tag
         self.cp, self.rank = group_size(group), group_rank(group)
         self._global = lambda r: dist.get_global_rank(group, r) if group is not None else r
@@ -132,7 +132,7 @@ def ring_attention_forward(
     k: torch.Tensor,
     v: torch.Tensor,
     *,
-    group: Any = None,
+    group: Group = None,
     layout: str = "zigzag",
     merge: Merge | None = None,
     counter: Any = None,
@@ -172,7 +172,7 @@ def ring_attention_backward(
     out: torch.Tensor,
     lse: torch.Tensor,
     *,
-    group: Any = None,
+    group: Group = None,
     layout: str = "zigzag",
     counter: Any = None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -229,7 +229,7 @@ class RingAttention(torch.autograd.Function):
         q: torch.Tensor,
         k: torch.Tensor,
         v: torch.Tensor,
-        group: Any,
+        group: Group,
         layout: str,
         counter: Any,
     ) -> torch.Tensor:
@@ -260,7 +260,7 @@ def ring_attention(
     k: torch.Tensor,
     v: torch.Tensor,
     *,
-    group: Any = None,
+    group: Group = None,
     layout: str = "zigzag",
     counter: Any = None,
 ) -> torch.Tensor:

@@ -38,6 +38,7 @@ from torch import nn
 from torch.autograd import Variable
 
 from minitorch_dist.checks import check_bool
+from minitorch_dist.comm.groups import Group
 
 __all__ = ["DataParallelBase", "Timeline", "replicas_agree", "trainable_parameters"]
 
@@ -74,7 +75,7 @@ class DataParallelBase(nn.Module):
     def __init__(
         self,
         module: nn.Module,
-        group: dist.ProcessGroup | None = None,
+        group: Group = None,
         *,
         find_unused_parameters: bool = False,
     ) -> None:
@@ -204,7 +205,7 @@ class DataParallelBase(nn.Module):
         self._record("sync_end")
 
 
-def replicas_agree(module: nn.Module, group: dist.ProcessGroup | None = None) -> bool:
+def replicas_agree(module: nn.Module, group: Group = None) -> bool:
     """True when every rank holds the same parameters and buffers, bit for bit.
 
     A collective (every rank must call it): an element-wise min and max over the ranks agree

@@ -31,6 +31,7 @@ import torch.distributed as dist
 from torch import nn
 
 from minitorch_dist.checks import check_int, check_positive
+from minitorch_dist.comm.groups import Group
 from minitorch_dist.data_parallel.base import DataParallelBase
 from minitorch_dist.data_parallel.naive import broadcast_parameters
 
@@ -106,7 +107,7 @@ class DataParallelBucket(DataParallelBase):
         *,
         bucket_cap_mb: float | None = 25.0,
         first_bucket_cap_mb: float = 1.0,
-        group: dist.ProcessGroup | None = None,
+        group: Group = None,
         find_unused_parameters: bool = False,
     ) -> None:
         if bucket_cap_mb is not None:

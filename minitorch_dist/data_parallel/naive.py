@@ -21,12 +21,13 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
+from minitorch_dist.comm.groups import Group
 from minitorch_dist.data_parallel.base import DataParallelBase
 
 __all__ = ["DataParallelNaive", "broadcast_parameters"]
 
 
-def broadcast_parameters(module: nn.Module, group: dist.ProcessGroup | None = None) -> None:
+def broadcast_parameters(module: nn.Module, group: Group = None) -> None:
     """Copy rank 0's parameters and buffers (frozen ones included) to every rank, in place.
 
     Rank 0 of ``group``; ``dist.broadcast`` takes the *global* rank of the source.
@@ -49,7 +50,7 @@ class DataParallelNaive(DataParallelBase):
     def __init__(
         self,
         module: nn.Module,
-        group: dist.ProcessGroup | None = None,
+        group: Group = None,
         *,
         find_unused_parameters: bool = False,
     ) -> None:

@@ -28,7 +28,7 @@ import torch
 import torch.distributed as dist
 from torch.utils.hooks import RemovableHandle
 
-from minitorch_dist.comm.groups import group_rank, group_size
+from minitorch_dist.comm.groups import Group, group_rank, group_size
 
 __all__ = [
     "AllToAll",
@@ -52,7 +52,7 @@ def register_dispatch_hook(hook: DispatchHook) -> RemovableHandle:
     return handle
 
 
-def exchange_counts(send_counts: torch.Tensor, group: Any = None) -> torch.Tensor:
+def exchange_counts(send_counts: torch.Tensor, group: Group = None) -> torch.Tensor:
     """Counts (int64) of length n * m: chunk j (m numbers, e.g. one per expert of rank j) goes to
     rank j. Returns the n * m numbers received: chunk j came from rank j."""
     n = group_size(group)
@@ -65,7 +65,9 @@ def exchange_counts(send_counts: torch.Tensor, group: Any = None) -> torch.Tenso
     # END SOLUTION
 
 
-def check_splits(send_splits: Sequence[int], recv_splits: Sequence[int], group: Any = None) -> None:
+def check_splits(
+    send_splits: Sequence[int], recv_splits: Sequence[int], group: Group = None
+) -> None:
     """Raise a ValueError on every rank if any pair of ranks disagrees on a split: this rank's
     ``send_splits[j]`` must be rank j's ``recv_splits[me]``, and the reverse."""
     n, me = group_size(group), group_rank(group)
@@ -103,7 +105,7 @@ class AllToAll(torch.autograd.Function):
 
     @staticmethod
     def forward(
-        ctx: Any, x: torch.Tensor, send_splits: list[int], recv_splits: list[int], group: Any
+        ctx: Any, x: torch.Tensor, send_splits: list[int], recv_splits: list[int], group: Group
     ) -> torch.Tensor:
         ctx.splits, ctx.group = (list(send_splits), list(recv_splits)), group
         # BEGIN SOLUTION lab10.3: receive sum(recv_splits) rows, recv_splits[j] from rank j
@@ -128,7 +130,7 @@ def dispatch(
     x_sorted: torch.Tensor,
     send_splits: Sequence[int],
     recv_splits: Sequence[int],
-    group: Any = None,
+    group: Group = None,
     *,
     check: bool = False,
 ) -> torch.Tensor:
@@ -146,7 +148,7 @@ def combine(
     y_received: torch.Tensor,
     send_splits: Sequence[int],
     recv_splits: Sequence[int],
-    group: Any = None,
+    group: Group = None,
     *,
     check: bool = False,
 ) -> torch.Tensor:

@@ -24,14 +24,13 @@ the mean over its own 1/ep of the batch).
 
 from __future__ import annotations
 
-from typing import Any
-
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 from torch import nn
 
 from minitorch_dist.checks import check_choice, check_divisible
+from minitorch_dist.comm.groups import Group
 from minitorch_dist.expert_parallel.capacity import apply_capacity, expert_capacity
 from minitorch_dist.expert_parallel.dispatch import combine, dispatch, exchange_counts
 from minitorch_dist.models.moe import MoEBlock
@@ -52,7 +51,7 @@ class ExpertParallelMoE(nn.Module):
     names (``router.gate.weight``, ``experts.<global index>.w1.weight``, ``shared...``)."""
 
     def __init__(
-        self, block: MoEBlock, group: Any = None, *, dispatch_mode: str = "dropless"
+        self, block: MoEBlock, group: Group = None, *, dispatch_mode: str = "dropless"
     ) -> None:
         super().__init__()
         self.dispatch_mode = check_choice("dispatch_mode", dispatch_mode, DISPATCH_MODES)
@@ -139,7 +138,7 @@ class ExpertParallelMoE(nn.Module):
         return y.index_copy(0, kept, y_buffer[slot[kept]])  # dropped choices: zero
 
 
-def _sync_hooks(model: nn.Module, ep_modules: list[ExpertParallelMoE], group: Any) -> None:
+def _sync_hooks(model: nn.Module, ep_modules: list[ExpertParallelMoE], group: Group) -> None:
     ep = dist.get_world_size(group)
     expert_params = {id(p) for m in ep_modules for p in m.experts.parameters()}
 
@@ -155,7 +154,7 @@ def _sync_hooks(model: nn.Module, ep_modules: list[ExpertParallelMoE], group: An
 
 def apply_expert_parallel(
     model_or_block: nn.Module,
-    group: Any = None,
+    group: Group = None,
     *,
     dispatch_mode: str = "dropless",
     sync_grads: bool = True,

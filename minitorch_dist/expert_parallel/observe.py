@@ -10,10 +10,9 @@ lab 10): the split sizes of its all-to-all, per rank. The layer computes; this m
 
 from __future__ import annotations
 
-from typing import Any
-
 import torch
 
+from minitorch_dist.comm.groups import Group
 from minitorch_dist.expert_parallel.dispatch import register_dispatch_hook
 from minitorch_dist.expert_parallel.layer import ExpertParallelMoE
 
@@ -41,7 +40,7 @@ class DispatchObserver:
     def _mark(self, inside: bool) -> None:
         self._inside = inside
 
-    def _record(self, send: list[int], recv: list[int], group: Any) -> None:
+    def _record(self, send: list[int], recv: list[int], group: Group) -> None:
         if self._inside:  # another layer's dispatch is not ours
             self.send_splits, self.recv_splits = send, recv
 

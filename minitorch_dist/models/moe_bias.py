@@ -26,8 +26,6 @@ without recomputation, or count the loads yourself.
 
 from __future__ import annotations
 
-from typing import Any
-
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F
@@ -81,7 +79,9 @@ def biased_routers(model: nn.Module) -> list[BiasedRouter]:
 
 
 @torch.no_grad()
-def update_routing_bias(model: nn.Module, speed: float, *, group: Any = None) -> list[torch.Tensor]:
+def update_routing_bias(
+    model: nn.Module, speed: float, *, group: dist.ProcessGroup | None = None
+) -> list[torch.Tensor]:
     """After a step: for every :class:`BiasedRouter` of ``model``, b += speed * sign(mean load -
     load) over the choices counted since the last update (every micro-batch of the step), then
     reset the count. Returns the loads used, one (E,) tensor per router.

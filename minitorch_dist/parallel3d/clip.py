@@ -29,6 +29,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
+from minitorch_dist.comm.groups import Group
 from minitorch_dist.tensor_parallel.sequence import norm_weights
 from minitorch_dist.zero import ZeroStage1
 from minitorch_dist.zero.clip import clip_coefficient, scale_grads_
@@ -36,7 +37,7 @@ from minitorch_dist.zero.clip import clip_coefficient, scale_grads_
 __all__ = ["ClippedZeroStage1", "clip_coefficient", "grid_grad_norm", "tp_replicated"]
 
 
-def tp_replicated(stage: nn.Module, tp_group: Any) -> dict[int, bool]:
+def tp_replicated(stage: nn.Module, tp_group: Group) -> dict[int, bool]:
     """For the parameters of ``stage`` that several tp ranks hold whole, by ``id``: whether THIS
     rank counts it in the norm (the first rank of each set of copies does). Norm weights: tp rank
     0; a copied key/value head (tp = m * kv_heads): the first of its m holders."""

@@ -25,6 +25,7 @@ import torch
 import torch.distributed as dist
 
 from minitorch_dist.checks import check_divisible, check_int
+from minitorch_dist.comm.groups import Group
 from minitorch_dist.context_parallel import ShardPositions, apply_context_parallel, shard_sequence
 from minitorch_dist.models import Llama, LlamaStage
 from minitorch_dist.parallel3d.clip import ClippedZeroStage1, tp_replicated
@@ -50,7 +51,7 @@ class GridStage(LlamaStage):
     """
 
     def __init__(
-        self, model: Llama, start: int, stop: int, *, seq_len: int, cp_group: Any, layout: str
+        self, model: Llama, start: int, stop: int, *, seq_len: int, cp_group: Group, layout: str
     ) -> None:
         super().__init__(model, start, stop)
         self.seq_len, self.cp_group, self.layout = seq_len, cp_group, layout

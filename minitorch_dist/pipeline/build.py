@@ -22,6 +22,7 @@ import torch.distributed as dist
 from torch import nn
 
 from minitorch_dist.checks import check_int
+from minitorch_dist.comm.groups import Group
 from minitorch_dist.models import split_layers, split_model
 from minitorch_dist.pipeline.runtime import PipelineRun, run_schedule
 from minitorch_dist.pipeline.schedules import Schedule, make_schedule
@@ -44,7 +45,7 @@ def build_stage(
     pp: int,
     virtual_stages: int = 1,
     *,
-    group: Any = None,
+    group: Group = None,
     recv_timeout: float = 30.0,
 ) -> PipelineStage:
     """Rank ``rank``'s :class:`PipelineStage` of ``model`` cut into ``pp * virtual_stages``
@@ -100,7 +101,7 @@ class Pipeline:
         return run_schedule(self.schedule, self.stage, micro_batches, **options)
 
 
-def _pp_rank(group: Any) -> tuple[Any, int, int]:
+def _pp_rank(group: Group) -> tuple[Any, int, int]:
     """(process group, this rank's index, pp) of a process group or a ProcessGrid's pp axis."""
     if hasattr(group, "layout") and callable(getattr(group, "group", None)):  # a ProcessGrid
         return group.group("pp"), group.index("pp"), group.size("pp")
@@ -111,7 +112,7 @@ def _pp_rank(group: Any) -> tuple[Any, int, int]:
 
 def apply_pipeline_parallel(
     model: nn.Module,
-    group: Any,
+    group: Group,
     *,
     schedule: str | Schedule,
     micro_batches: int,

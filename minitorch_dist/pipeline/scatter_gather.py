@@ -28,6 +28,7 @@ import torch
 import torch.distributed as dist
 
 from minitorch_dist.checks import check_int
+from minitorch_dist.comm.groups import Group
 
 __all__ = ["ScatterGather", "enable_scatter_gather", "scatter_gather_bytes"]
 
@@ -56,7 +57,7 @@ class ScatterGather:
     """Sends each message's ``1/t`` slice (this rank's index in ``tp_group``) and all-gathers the
     received slices over ``tp_group``. ``sent_bytes`` counts what this rank posted."""
 
-    def __init__(self, tp_group: Any) -> None:
+    def __init__(self, tp_group: Group) -> None:
         self.group = tp_group
         self.tp = dist.get_world_size(tp_group)
         self.index = dist.get_rank(tp_group)
@@ -88,7 +89,7 @@ class ScatterGather:
                 full.tensor.view(-1).copy_(torch.cat(parts))
 
 
-def enable_scatter_gather(stage: Any, tp_group: Any) -> ScatterGather:
+def enable_scatter_gather(stage: Any, tp_group: Group) -> ScatterGather:
     """Make ``stage`` (a :class:`~minitorch_dist.pipeline.PipelineStage`) scatter its messages
     over ``tp_group`` and gather what it receives; returns the :class:`ScatterGather` (its
     ``sent_bytes``)."""

@@ -40,6 +40,7 @@ from torch import nn
 from torch.autograd.graph import GradientEdge, get_gradient_edge
 
 from minitorch_dist.checks import check_int, check_positive
+from minitorch_dist.comm.groups import Group
 from minitorch_dist.launching.launcher import COLLECTIVE_TIMEOUT_ENV
 
 __all__ = ["Message", "PipelineStage", "message_tag"]
@@ -72,7 +73,7 @@ class PipelineStage:
         chunks: nn.Module | Sequence[nn.Module],
         rank: int,
         pp: int,
-        group: dist.ProcessGroup | None = None,
+        group: Group = None,
         *,
         recv_timeout: float = 30.0,
     ) -> None:

@@ -36,7 +36,7 @@ from minitorch_dist.comm.collectives import (
     reduce_scatter_copy,
     split_copy,
 )
-from minitorch_dist.comm.groups import group_size
+from minitorch_dist.comm.groups import Group, group_size
 
 __all__ = [
     "CopyToTP",
@@ -61,7 +61,7 @@ class CopyToTP(torch.autograd.Function):
     (Shoeybi et al. 2019, section 3), where a tensor-parallel region begins."""
 
     @staticmethod
-    def forward(ctx: Any, x: torch.Tensor, group: Any) -> torch.Tensor:
+    def forward(ctx: Any, x: torch.Tensor, group: Group) -> torch.Tensor:
         ctx.group = group
         return x.view_as(x)  # a view, not a copy: nothing new to store
 
@@ -77,7 +77,7 @@ class ReduceFromTP(torch.autograd.Function):
     (Shoeybi et al. 2019, section 3), where a tensor-parallel region ends."""
 
     @staticmethod
-    def forward(ctx: Any, x: torch.Tensor, group: Any) -> torch.Tensor:
+    def forward(ctx: Any, x: torch.Tensor, group: Group) -> torch.Tensor:
         # BEGIN SOLUTION lab07.1: g's forward sums the ranks' partial outputs
         return all_reduce_copy(x, group)
         # END SOLUTION
@@ -93,7 +93,7 @@ class GatherFromSP(torch.autograd.Function):
     region entry (Korthikanti et al. 2022, section 4.2.2, operator g)."""
 
     @staticmethod
-    def forward(ctx: Any, x: torch.Tensor, group: Any, dim: int) -> torch.Tensor:
+    def forward(ctx: Any, x: torch.Tensor, group: Group, dim: int) -> torch.Tensor:
         ctx.group, ctx.dim = group, dim
         # BEGIN SOLUTION lab07.5: gather every rank's tokens; backward reduce-scatters
         return all_gather_copy(x, group, dim)  # (b, s/t, h) -> (b, s, h)
@@ -112,7 +112,7 @@ class ReduceScatterToSP(torch.autograd.Function):
     region exit (Korthikanti et al. 2022, section 4.2.2, operator g-bar)."""
 
     @staticmethod
-    def forward(ctx: Any, x: torch.Tensor, group: Any, dim: int) -> torch.Tensor:
+    def forward(ctx: Any, x: torch.Tensor, group: Group, dim: int) -> torch.Tensor:
         ctx.group, ctx.dim = group, dim
         # BEGIN SOLUTION lab07.5: sum the partial outputs, keep my tokens; backward all-gathers
         return reduce_scatter_copy(x, group, dim)  # (b, s, h) -> (b, s/t, h)
@@ -131,7 +131,7 @@ class ScatterToSP(torch.autograd.Function):
     tensor enters the sequence-parallel part)."""
 
     @staticmethod
-    def forward(ctx: Any, x: torch.Tensor, group: Any, dim: int) -> torch.Tensor:
+    def forward(ctx: Any, x: torch.Tensor, group: Group, dim: int) -> torch.Tensor:
         ctx.group, ctx.dim = group, dim
         # BEGIN SOLUTION lab07.5: keep my tokens; backward all-gathers the gradient
         return split_copy(x, group, dim)  # (b, s, h) -> (b, s/t, h)
@@ -145,22 +145,22 @@ class ScatterToSP(torch.autograd.Function):
 
 
 # -- function forms: the identity on one rank ------------------------------------------------
-def copy_to_tp(x: torch.Tensor, group: Any = None) -> torch.Tensor:
+def copy_to_tp(x: torch.Tensor, group: Group = None) -> torch.Tensor:
     """Megatron's f: identity forward, all-reduce of the gradient over ``group`` backward."""
     return x if group_size(group) == 1 else CopyToTP.apply(x, group)
 
 
-def reduce_from_tp(x: torch.Tensor, group: Any = None) -> torch.Tensor:
+def reduce_from_tp(x: torch.Tensor, group: Group = None) -> torch.Tensor:
     """Megatron's g: all-reduce over ``group`` forward, identity backward."""
     return x if group_size(group) == 1 else ReduceFromTP.apply(x, group)
 
 
-def gather_from_sp(x: torch.Tensor, group: Any = None, dim: int = 1) -> torch.Tensor:
+def gather_from_sp(x: torch.Tensor, group: Group = None, dim: int = 1) -> torch.Tensor:
     """All-gather the sequence (``dim``) forward, reduce-scatter the gradient backward."""
     return x if group_size(group) == 1 else GatherFromSP.apply(x, group, dim)
 
 
-def reduce_scatter_to_sp(x: torch.Tensor, group: Any = None, dim: int = 1) -> torch.Tensor:
+def reduce_scatter_to_sp(x: torch.Tensor, group: Group = None, dim: int = 1) -> torch.Tensor:
     """Reduce-scatter along the sequence forward, all-gather the gradient backward. ValueError
     unless the sequence divides by the group size."""
     t = group_size(group)
@@ -168,7 +168,7 @@ def reduce_scatter_to_sp(x: torch.Tensor, group: Any = None, dim: int = 1) -> to
     return x if t == 1 else ReduceScatterToSP.apply(x, group, dim)
 
 
-def scatter_to_sp(x: torch.Tensor, group: Any = None, dim: int = 1) -> torch.Tensor:
+def scatter_to_sp(x: torch.Tensor, group: Group = None, dim: int = 1) -> torch.Tensor:
     """This rank's contiguous slice of the sequence forward, all-gather backward. ValueError
     unless the sequence divides by the group size."""
     t = group_size(group)

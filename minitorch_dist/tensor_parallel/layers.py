@@ -19,14 +19,12 @@ s/t tokens instead of all-reduced.
 
 from __future__ import annotations
 
-from typing import Any
-
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from minitorch_dist.checks import check_bool, check_divisible
-from minitorch_dist.comm.groups import group_rank, group_size
+from minitorch_dist.comm.groups import Group, group_rank, group_size
 from minitorch_dist.tensor_parallel.functions import (
     copy_to_tp,
     gather_from_sp,
@@ -49,7 +47,7 @@ class ColumnParallelLinear(nn.Module):
         self,
         weight: torch.Tensor,
         bias: torch.Tensor | None,
-        group: Any,
+        group: Group,
         *,
         in_features: int,
         out_features: int,
@@ -66,7 +64,7 @@ class ColumnParallelLinear(nn.Module):
     def from_linear(
         cls,
         linear: nn.Linear,
-        group: Any,
+        group: Group,
         *,
         sp: bool = False,
         enter_region: bool = True,
@@ -121,7 +119,7 @@ class RowParallelLinear(nn.Module):
         self,
         weight: torch.Tensor,
         bias: torch.Tensor | None,
-        group: Any,
+        group: Group,
         *,
         in_features: int,
         out_features: int,
@@ -134,7 +132,7 @@ class RowParallelLinear(nn.Module):
         self.bias = nn.Parameter(bias) if bias is not None else None  # (out,): whole, replicated
 
     @classmethod
-    def from_linear(cls, linear: nn.Linear, group: Any, *, sp: bool = False) -> RowParallelLinear:
+    def from_linear(cls, linear: nn.Linear, group: Group, *, sp: bool = False) -> RowParallelLinear:
         """Cut rank r's contiguous block of columns out of ``linear``; the bias stays whole.
         ValueError unless in_features divides by the group size."""
         t, r = group_size(group), group_rank(group)

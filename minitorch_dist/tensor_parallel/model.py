@@ -25,7 +25,7 @@ from torch import nn
 
 from minitorch_dist.checks import check_bool, check_divisible, check_int
 from minitorch_dist.comm.collectives import all_reduce_copy
-from minitorch_dist.comm.groups import group_rank, group_size
+from minitorch_dist.comm.groups import Group, group_rank, group_size
 from minitorch_dist.models.llama import Attention, Block, Llama, SwiGLU
 from minitorch_dist.reference import Shard
 from minitorch_dist.tensor_parallel.cost import kv_heads_per_rank
@@ -101,7 +101,7 @@ class TensorParallelSwiGLU(_Region, SwiGLU):
         return self._run(x, lambda full: SwiGLU.forward(self, full))  # w2 reduces
 
 
-def sum_replica_grads(param: nn.Parameter, group: Any, index: int, parts: int) -> None:
+def sum_replica_grads(param: nn.Parameter, group: Group, index: int, parts: int) -> None:
     """Make the gradient of ``param`` -- copy ``index`` of ``parts`` distinct slices, each held by
     t/parts ranks -- the sum over the ranks holding the same copy (one all-reduce over the tp
     group of a (parts, ...) buffer in which each rank fills its own slot)."""
@@ -115,7 +115,7 @@ def sum_replica_grads(param: nn.Parameter, group: Any, index: int, parts: int) -
 
 
 def parallelize_block(
-    block: Block, group: Any, *, sp: bool = False, regather: bool = False
+    block: Block, group: Group, *, sp: bool = False, regather: bool = False
 ) -> Block:
     """Split one Block's attention by heads and its SwiGLU by columns over ``group``, in place.
     ``regather`` (with sp): save the regions' gathered inputs as shards, gather them again in
@@ -153,7 +153,7 @@ def parallelize_block(
 
 def apply_tensor_parallel(
     model: Llama,
-    group: Any,
+    group: Group,
     *,
     sp: bool = False,
     vocab_multiple: int = 128,
@@ -219,7 +219,7 @@ def tp_shards(model_config: Any, rank: int, tp: int) -> dict[str, Shard]:
     return shards
 
 
-def tp_loss_fn(group: Any, vocab_size: int | None) -> Any:
+def tp_loss_fn(group: Group, vocab_size: int | None) -> Any:
     """``(local_logits, targets) -> mean loss`` for the harness: the vocab-parallel cross-entropy
     with the padded columns (index >= vocab_size) masked, averaged over tokens."""
     group = tp_group_of(group)

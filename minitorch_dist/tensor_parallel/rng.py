@@ -15,11 +15,9 @@ whole block under its tensor-parallel generator).
 
 from __future__ import annotations
 
-from typing import Any
-
 import torch
 
-from minitorch_dist.comm.groups import group_rank
+from minitorch_dist.comm.groups import Group, group_rank
 
 __all__ = ["REGION_SEED_OFFSET", "tp_generators"]
 
@@ -27,7 +25,7 @@ REGION_SEED_OFFSET = 2718  # Megatron-LM's offset for the tensor-parallel stream
 
 
 def tp_generators(
-    seed: int, group: Any = None, *, sp: bool = False
+    seed: int, group: Group = None, *, sp: bool = False
 ) -> tuple[torch.Generator, torch.Generator]:
     """``(outside, inside)`` CPU generators for this rank of ``group``: ``outside`` for dropout
     on the activations between regions (the same on every rank, or per rank when ``sp``),

@@ -26,6 +26,7 @@ import torch
 from torch import nn
 
 from minitorch_dist.comm.collectives import all_gather_copy, all_reduce_copy
+from minitorch_dist.comm.groups import Group
 from minitorch_dist.models.llama import RMSNorm
 
 __all__ = ["norm_weights", "reduce_norm_grads", "save_shard_regather", "sequence_parallel_norms"]
@@ -36,7 +37,7 @@ def norm_weights(model: nn.Module) -> list[nn.Parameter]:
     return [m.weight for m in model.modules() if isinstance(m, RMSNorm)]
 
 
-def sequence_parallel_norms(model: nn.Module, group: Any) -> list[Any]:
+def sequence_parallel_norms(model: nn.Module, group: Group) -> list[Any]:
     """Register, on every RMSNorm weight of ``model``, a hook that all-reduces its gradient over
     ``group`` (sum) as backward computes it; returns the hook handles."""
     handles = []
@@ -47,7 +48,7 @@ def sequence_parallel_norms(model: nn.Module, group: Any) -> list[Any]:
     return handles
 
 
-def reduce_norm_grads(model: nn.Module, group: Any) -> None:
+def reduce_norm_grads(model: nn.Module, group: Group) -> None:
     """All-reduce (sum) the ``.grad`` of every RMSNorm weight over ``group``, in place: the
     explicit, once-per-step form of :func:`sequence_parallel_norms` (don't use both)."""
     # BEGIN SOLUTION lab07.5: sum the partial norm gradients over the group
@@ -61,7 +62,7 @@ class _Regather:
     """What a region keeps of its gathered input: this rank's shard, gathered again (once) when
     backward first asks for it; the copy lives until the last linear's backward has used it."""
 
-    def __init__(self, full: torch.Tensor, local: torch.Tensor, group: Any) -> None:
+    def __init__(self, full: torch.Tensor, local: torch.Tensor, group: Group) -> None:
         self.storage = full.untyped_storage()._cdata  # identifies full and its views
         self.local, self.group, self.full = local, group, None
 
@@ -81,7 +82,7 @@ class _Regather:
 
 
 def save_shard_regather(
-    full: torch.Tensor, local: torch.Tensor, group: Any
+    full: torch.Tensor, local: torch.Tensor, group: Group
 ) -> contextlib.AbstractContextManager:
     """Inside this context, tensors saved for backward that are ``full`` (the all-gathered input
     of a region) or views of it are stored as this rank's ``local`` shard (b, s/t, h) and

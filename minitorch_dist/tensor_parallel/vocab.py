@@ -25,7 +25,7 @@ from torch import nn
 
 from minitorch_dist.checks import check_bool, check_int
 from minitorch_dist.comm.collectives import all_reduce_copy
-from minitorch_dist.comm.groups import group_rank, group_size
+from minitorch_dist.comm.groups import Group, group_rank, group_size
 from minitorch_dist.models.configs import padded_vocab_size
 from minitorch_dist.tensor_parallel.functions import reduce_from_tp, reduce_scatter_to_sp
 from minitorch_dist.tensor_parallel.layers import ColumnParallelLinear
@@ -49,7 +49,7 @@ class VocabParallelEmbedding(nn.Module):
     (reduce-scattered to (b, s/t, h) under sp)."""
 
     def __init__(
-        self, weight: torch.Tensor, group: Any, *, vocab_size: int, sp: bool = False
+        self, weight: torch.Tensor, group: Group, *, vocab_size: int, sp: bool = False
     ) -> None:
         super().__init__()
         self.group, self.sp, self.vocab_size = group, check_bool("sp", sp), vocab_size
@@ -58,7 +58,7 @@ class VocabParallelEmbedding(nn.Module):
 
     @classmethod
     def from_embedding(
-        cls, embed: nn.Embedding, group: Any, *, multiple: int = 128, sp: bool = False
+        cls, embed: nn.Embedding, group: Group, *, multiple: int = 128, sp: bool = False
     ) -> VocabParallelEmbedding:
         """Pad ``embed``'s table to :func:`padded_vocab_size` with zero rows and keep this rank's
         contiguous block of rows."""
@@ -84,7 +84,7 @@ class VocabParallelEmbedding(nn.Module):
 
 
 def vocab_parallel_head(
-    head: nn.Linear, group: Any, *, multiple: int = 128, sp: bool = False
+    head: nn.Linear, group: Group, *, multiple: int = 128, sp: bool = False
 ) -> ColumnParallelLinear:
     """The output head as a column-parallel layer over the padded vocabulary: (b, s, h) ->
     this rank's logits (b, s, V_p/t); the padded rows are zeros (their logits must be masked)."""
@@ -117,7 +117,7 @@ class VocabParallelCrossEntropy(torch.autograd.Function):
         ctx: Any,
         local_logits: torch.Tensor,
         target: torch.Tensor,
-        group: Any,
+        group: Group,
         vocab_size: int | None,
     ) -> torch.Tensor:
         # BEGIN SOLUTION lab07.4: max, sum of exponentials and target logit: three all-reduces
@@ -153,7 +153,7 @@ class VocabParallelCrossEntropy(torch.autograd.Function):
 def vocab_parallel_cross_entropy(
     local_logits: torch.Tensor,
     target: torch.Tensor,
-    group: Any = None,
+    group: Group = None,
     *,
     vocab_size: int | None = None,
 ) -> torch.Tensor:

@@ -39,6 +39,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
+from minitorch_dist.comm.groups import Group
 from minitorch_dist.zero.compat import OptimizerCompat
 from minitorch_dist.zero.groups import check_arguments
 from minitorch_dist.zero.guard import mark
@@ -88,7 +89,7 @@ class ZeroOptimizer(Holdings, OptimizerCompat):
         params: Iterable[torch.Tensor] | Iterable[dict[str, Any]] | nn.Module,
         optimizer_class: type[torch.optim.Optimizer] = torch.optim.Adam,
         *,
-        group: dist.ProcessGroup | None = None,
+        group: Group = None,
         units: Sequence[nn.Module] | Callable[[nn.Module], Sequence[nn.Module]] | None = None,
         offload: bool = False,
         param_groups: Sequence[dict[str, Any]] | None = None,

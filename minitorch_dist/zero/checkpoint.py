@@ -48,12 +48,13 @@ from torch.distributed.checkpoint import FileSystemReader
 from torch.distributed.checkpoint.metadata import TensorStorageMetadata
 
 from minitorch_dist.comm import group_rank, group_size
+from minitorch_dist.comm.groups import Group
 from minitorch_dist.zero import checkpoint_files as files
 
 __all__ = ["latest_checkpoint", "load_checkpoint", "save_checkpoint"]
 
 
-def _rank(group: dist.ProcessGroup | None) -> tuple[int, int]:
+def _rank(group: Group) -> tuple[int, int]:
     """This rank's place in ``group``; checkpoints are collectives, so one must exist."""
     if not (dist.is_available() and dist.is_initialized()):
         raise ValueError("checkpoints are collectives: run under launch() (or torchrun)")
@@ -124,7 +125,7 @@ def save_checkpoint(
     *,
     step: int,
     sharded: bool = False,
-    group: dist.ProcessGroup | None = None,
+    group: Group = None,
 ) -> Path:
     """Save ``model``, ``optimizer`` (None: the model only) and ``step`` under
     ``path/step_<step>`` (``-v2``, ... when that step was saved before); every rank calls it.
@@ -188,7 +189,7 @@ def _check_keys(ckpt: Path, model_sd: dict[str, Any], model: nn.Module, strict: 
     return extra
 
 
-def _find(path: str | os.PathLike, group: dist.ProcessGroup | None) -> Path:
+def _find(path: str | os.PathLike, group: Group) -> Path:
     """Rank 0 resolves ``latest`` (falling back, and warning why, on every rank); every rank
     checks its share of the files' checksums."""
     root = Path(path)
@@ -211,7 +212,7 @@ def load_checkpoint(
     optimizer: Any = None,
     *,
     strict: bool = True,
-    group: dist.ProcessGroup | None = None,
+    group: Group = None,
 ) -> int:
     """Load the last complete checkpoint under ``path`` into ``model`` and ``optimizer`` (None:
     the model only); every rank calls it. A full checkpoint loads on any number of ranks, a

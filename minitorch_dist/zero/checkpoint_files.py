@@ -39,6 +39,7 @@ import torch
 import torch.distributed as dist
 from torch.distributed.checkpoint.api import CheckpointException
 
+from minitorch_dist.comm.groups import Group
 from minitorch_dist.zero.sync import fingerprint
 
 __all__ = ["LATEST", "MARKER", "agreed", "first_cause", "publish", "resolve", "verify"]
@@ -202,7 +203,7 @@ def _portable(exc: BaseException | None) -> BaseException | None:
         return RuntimeError(f"{type(exc).__name__}: {exc}")
 
 
-def check_replicated(flat: dict[str, Any], group: dist.ProcessGroup | None) -> None:
+def check_replicated(flat: dict[str, Any], group: Group) -> None:
     """DCP saves a name that several ranks hold once, taking it for a replicated tensor. Raise
     ``ValueError`` on every rank when two ranks of ``group`` hold different tensors under one
     name (a tensor- or pipeline-parallel model saved over all its ranks): each model-parallel
@@ -224,7 +225,7 @@ def check_replicated(flat: dict[str, Any], group: dist.ProcessGroup | None) -> N
             )
 
 
-def agreed(fn: Callable[[], Any] | None, group: dist.ProcessGroup | None) -> list[Any]:
+def agreed(fn: Callable[[], Any] | None, group: Group) -> list[Any]:
     """Run ``fn`` on this rank (None: nothing to run here) and gather every rank's result. If
     any rank failed, every rank raises the lowest failing rank's exception (its own, traceback
     and all, on that rank): no rank is left waiting in a collective the failed one skipped."""

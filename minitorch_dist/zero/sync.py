@@ -16,6 +16,8 @@ from collections.abc import Sequence
 import torch
 import torch.distributed as dist
 
+from minitorch_dist.comm.groups import Group
+
 __all__ = ["check_or_sync_params", "fingerprint"]
 
 
@@ -33,7 +35,7 @@ def fingerprint(tensors: Sequence[torch.Tensor]) -> torch.Tensor:
 
 @torch.no_grad()
 def check_or_sync_params(
-    named: Sequence[tuple[str, torch.Tensor]], group: dist.ProcessGroup | None, sync: bool | None
+    named: Sequence[tuple[str, torch.Tensor]], group: Group, sync: bool | None
 ) -> None:
     """Broadcast rank 0's values of ``named`` (parameters, then buffers: ``(label, tensor)``
     with labels such as ``"parameter 'w'"``) over ``group`` (``sync``), or raise ``ValueError``

@@ -46,6 +46,7 @@ import torch.distributed as dist
 from torch import nn
 from torch.utils._pytree import tree_map
 
+from minitorch_dist.comm.groups import Group
 from minitorch_dist.zero.guard import mark
 from minitorch_dist.zero.sharding import FlatUnit, _same_memory
 from minitorch_dist.zero.stage3 import ZeroStage3
@@ -128,7 +129,7 @@ def _cast(dtype: torch.dtype, t: Any) -> Any:
 def apply_zero3(
     model: nn.Module,
     *,
-    group: dist.ProcessGroup | None = None,
+    group: Group = None,
     units: Sequence[nn.Module] | Callable[[nn.Module], Sequence[nn.Module]] | None = None,
     mp_policy: MixedPrecision | None = None,
     prefetch: bool = True,
