@@ -383,5 +383,7 @@ def test_closed_forms():
     assert first_stage_activation_factor(4, 2) == 1 + 3 / 8
     assert p2p_bytes(micro_batch=1, seq_len=4096, hidden=8192) == 4096 * 8192 * 2
     assert p2p_bytes(micro_batch=2, seq_len=4096, hidden=8192, tp=8, sp=True) == 2 * 512 * 8192 * 2
+    sg = dict(micro_batch=2, seq_len=4096, hidden=8192, tp=8, scatter_gather=True)
+    assert p2p_bytes(**sg) == p2p_bytes(**sg, sp=True) == 2 * 512 * 8192 * 2
     with pytest.raises(ValueError, match="seq_len=10 is not divisible by tp=4"):
         p2p_bytes(micro_batch=1, seq_len=10, hidden=8, tp=4, sp=True)

@@ -126,6 +126,21 @@ def test_comm_bytes_equal_the_per_package_closed_forms():
     assert got["dp"] == zero_comm_bytes(psi, 1, 2 * 2, grad_acc=m)  # over dp x cp = 4 ranks
 
 
+def test_pipeline_messages_without_sp_use_scatter_gather():
+    """Catches a planner that charges each TP rank the whole b s h per pipeline message without
+    sequence parallelism: Megatron-LM's runs of Narayanan et al. (section 4.1) send a 1 / t slice
+    from each TP rank and all-gather the slices over the receiving TP group, booked on tp."""
+    c = ParallelConfig(dp=2, tp=4, pp=4, v=2, sp=False, zero=1)
+    m = micro_batches(c, KW["global_batch"])
+    got = comm_bytes(L70, c, **KW)
+    slice_ = 1 * 4096 * 8192 // 4 * 2
+    assert got["pp"] == m * 2 * 2 * slice_
+    layers = split_layers(80, 4)[0]
+    per_layer = tp_comm_bytes(micro_batch=1, seq_len=4096, hidden=8192, tp=4)
+    assert got["tp"] == m * layers * per_layer + got["pp"] * 3  # the all-gathers' 3 slices
+    assert got["pp"] == comm_bytes(L70, dataclasses.replace(c, sp=True), **KW)["pp"]
+
+
 def test_the_gradient_ring_runs_over_dp_times_cp_ranks():
     """Catches a ZeRO exchange over the dp ranks alone when cp > 1: the gradient reduce-scatter
     and the parameter all-gather run over the dp x cp ranks holding the same weights, a block

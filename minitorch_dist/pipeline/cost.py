@@ -37,7 +37,8 @@ def bubble_share(pp: int, micro_batches: int, virtual_stages: int = 1) -> float:
 
 def first_stage_activation_factor(pp: int, virtual_stages: int) -> float:
     """Activations the first stage keeps under interleaved 1F1B over plain 1F1B's ``p``
-    micro-batches: ``1 + (p - 1) / (p v)`` (Narayanan et al. 2021, section 2.2.2).
+    micro-batches: ``1 + (p - 1) / (p v)`` (Korthikanti et al. 2022, section 4.2.3, from the
+    warm-up of Narayanan et al. 2021's interleaved schedule, section 2.2.2).
 
     Where it comes from (Megatron's warm-up): rank 0 runs ``2 (p - 1) + (v - 1) p`` chunk
     forward passes before its first backward, so ``(v + 1) p - 1`` chunk-micro-batches are
@@ -58,19 +59,27 @@ def p2p_bytes(
     bytes_per_element: int = 2,
     tp: int = 1,
     sp: bool = False,
+    scatter_gather: bool = False,
 ) -> int:
-    """Bytes one boundary carries for one micro-batch in one direction: the activation
-    ``(b, s, h)`` forward, its gradient (the same shape) backward, ``b s h`` elements. With
-    tensor parallelism and sequence parallelism each TP rank sends only its ``s / t`` slice
-    (Korthikanti et al. 2022, section 4.2.3, "scatter-gather"); without SP every TP rank holds
-    (and sends) the whole activation."""
+    """Bytes one rank sends across a boundary for one micro-batch in one direction: the
+    activation ``(b, s, h)`` forward, its gradient (the same shape) backward, ``b s h``
+    elements. With tensor parallelism and sequence parallelism each TP rank sends only its
+    ``s / t`` slice (Korthikanti et al. 2022, section 4.2.3). Without SP every TP rank holds the
+    whole activation and sends it, unless ``scatter_gather``: each rank then sends its ``1 / t``
+    slice and the next stage all-gathers the slices over its TP group (Narayanan et al. 2021,
+    section 4.1; Megatron-LM's default before Megatron Core, which relies on SP instead)."""
     check_int("micro_batch", micro_batch)
     check_int("seq_len", seq_len)
     check_int("hidden", hidden)
     check_int("bytes_per_element", bytes_per_element)
     check_int("tp", tp)
     check_bool("sp", sp)
+    check_bool("scatter_gather", scatter_gather)
     elements = micro_batch * seq_len * hidden
+    if scatter_gather and not sp:  # the same b s h on every TP rank: each sends its 1 / t
+        if elements % tp:
+            raise ValueError(f"b*s*h = {elements} is not divisible by tp={tp} (scatter/gather)")
+        return elements // tp * bytes_per_element
     if sp:
         if seq_len % tp:
             raise ValueError(
