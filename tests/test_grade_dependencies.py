@@ -150,6 +150,11 @@ _STUCK_TREE = {
         @pytest.mark.task("lab07.3")
         def test_d_other():
             pass
+
+        @pytest.mark.lab07
+        @pytest.mark.task("lab07.4")
+        def test_e_another_calls_the_first():
+            assert first(0) + 1 == 2
         """
     ),
     "pyproject.toml": '[tool.pytest.ini_options]\nmarkers = ["lab07", "task(id)"]\n',
@@ -160,7 +165,8 @@ def test_a_stuck_task_costs_its_task_and_names_the_students_line(tmp_path: Path)
     """Catches a judge that waits out the time limit in every test that calls an endless loop,
     or blames the test's own task: lab07.2's first test runs into lab07.1's loop, so it fails
     with "needs lab07.1 first" and the student's line (not the grader's), lab07.1's and
-    lab07.2's other tests fail at once without running, and lab07.3 is graded as usual."""
+    lab07.2's other tests fail at once without running, lab07.3 is graded as usual, and a test
+    of lab07.4 that calls lab07.1's function later fails at once with "needs lab07.1 first"."""
     from minitorch_dist.course import judge
 
     tree = tmp_path / "tree"
@@ -175,6 +181,7 @@ def test_a_stuck_task_costs_its_task_and_names_the_students_line(tmp_path: Path)
             ("b_second_again", "lab07.2"),
             ("c_first", "lab07.1"),
             ("d_other", "lab07.3"),
+            ("e_another_calls_the_first", "lab07.4"),
         )
     }
     targets = {"course_pkg.first:first": "lab07.1", "course_pkg.second:second": "lab07.2"}
@@ -188,3 +195,9 @@ def test_a_stuck_task_costs_its_task_and_names_the_students_line(tmp_path: Path)
     assert by_name["test_b_second_again"].reason.startswith("not run: lab07.2 needs lab07.1 first")
     assert by_name["test_c_first"].reason.startswith("not run: lab07.1 timed out in test_a_second")
     assert by_name["test_d_other"].status == "passed"
+    # a later test of another task that calls lab07.1 fails at once, not after the limit again
+    later = by_name["test_e_another_calls_the_first"]
+    assert later.status == "failed" and "ran past" not in later.reason, later
+    assert needs_first("lab07.4", later.output) == (
+        "needs lab07.1 first (it timed out in test_a_second)"
+    ), later.output[-2000:]

@@ -18,6 +18,7 @@ __all__ = ["TestResult", "failure_reason", "gradescope_json", "needs_first", "st
 # The exception line of a stub that raised (pytest's "E   NotImplementedError: lab06.1: ..." or a
 # rank's "failed with NotImplementedError: lab06.1: ..."), not the stub's source line.
 _STUB_RAISED = re.compile(r"NotImplementedError: (lab\d\d\.\d+)\b")
+_TASK_STOPPED = re.compile(r"TaskStopped: (lab\d\d\.\d+) timed out in (\S+): not run again")
 
 
 @dataclass
@@ -89,8 +90,13 @@ def _cap(text: str, head: int = 2000, tail: int = 8000) -> str:
 
 def needs_first(task: str, text: str) -> str | None:
     """The reason for a failure of ``task`` whose ``text`` (the traceback) shows only other
-    tasks' stubs raising: "needs lab06.1 first (its stub raised NotImplementedError)". None
-    when the task's own stub raised, or no stub did."""
+    tasks' stubs raising: "needs lab06.1 first (its stub raised NotImplementedError)", or
+    another task's function refused because that task timed out earlier (the autograder's
+    ``TaskStopped``): "needs lab06.1 first (it timed out in test_x)". None when the task's own
+    stub raised, or no stub did."""
+    stopped = [(t, test) for t, test in _TASK_STOPPED.findall(text) if t != task]
+    if stopped:
+        return f"needs {stopped[0][0]} first (it timed out in {stopped[0][1]})"
     raised = set(_STUB_RAISED.findall(text))
     if not raised or task in raised:
         return None

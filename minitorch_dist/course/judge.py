@@ -17,7 +17,9 @@ import, an exit hook, ``os._exit(0)``) gains nothing: without its functions' rig
 test's inputs, the claim is not enough. Recordings are read with ``O_NOFOLLOW`` from files owned
 by the child's user and loaded with ``torch.load(weights_only=True)``: no code of the child runs
 in the judge. A test that runs past its limit is stopped (the child's whole session is killed),
-the task's other tests fail at once naming it, and a new child grades the rest.
+the task's other tests fail at once naming it, and a new child grades the rest, in which a call
+of that task's functions fails at once (``record.TaskStopped``): a test of another task that
+needs it is reported "needs labNN.k first" without waiting out the limit again.
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .record import RECORD_DIR_ENV, TARGETS_ENV, test_folder
+from .record import RECORD_DIR_ENV, STOPPED_ENV, TARGETS_ENV, test_folder
 
 __all__ = ["Outcome", "folder_of", "give_to", "run_tests", "sandbox_ids"]
 
@@ -139,6 +141,7 @@ def run_tests(
     )
     results: dict[str, Outcome] = {}
     stopped: dict[str, str] = {}  # task -> why its other tests do not run
+    stuck: dict[str, str] = {}  # task -> the test in which its code ran past the limit
     deadline = time.monotonic() + total_timeout
     events, offset, rounds = out / "events.jsonl", 0, 0
     while True:
@@ -154,6 +157,14 @@ def run_tests(
         if not todo or time.monotonic() > deadline:
             break
         rounds += 1
+        # a later test that calls a stuck task's function fails at once (record.TaskStopped)
+        env[STOPPED_ENV] = json.dumps(
+            {
+                f: f"{t} timed out in {stuck[t]}: not run again"
+                for f, t in targets.items()
+                if t in stuck
+            }
+        )
         log = open(logs / f"log-{rounds}.txt", "wb")
         cmd = [sys.executable, "-m", "pytest", *todo, "-p", "minitorch_dist.course.record"]
         cmd += ["-q", "-p", "no:cacheprovider", "-o", "addopts=", "--rootdir", str(tree)]
@@ -187,14 +198,17 @@ def run_tests(
                 child.wait()
                 if late:
                     name, task = current.split("::")[-1], tests[current]["task"]
-                    stuck, line = where or (task, "")
-                    if stuck == task:
+                    culprit, line = where or (task, "")
+                    stuck.setdefault(culprit, name)
+                    if culprit == task:
                         reason = f"timed out: ran past {test_timeout:g} s{line}"
                         stopped[task] = f"timed out in {name}: fix that test first"
                     else:
-                        reason = f"needs {stuck} first: its code ran past {test_timeout:g} s{line}"
-                        stopped[stuck] = f"timed out in {name} (a test of {task}){line}"
-                        stopped[task] = f"needs {stuck} first (it timed out in {name})"
+                        reason = (
+                            f"needs {culprit} first: its code ran past {test_timeout:g} s{line}"
+                        )
+                        stopped[culprit] = f"timed out in {name} (a test of {task}){line}"
+                        stopped[task] = f"needs {culprit} first (it timed out in {name})"
                     results[current] = Outcome("failed", reason[:300], reason)
                     current = None
                 break
