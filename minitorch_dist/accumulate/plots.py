@@ -10,7 +10,7 @@ from collections.abc import Mapping
 
 from matplotlib.figure import Figure
 
-from minitorch_dist.figures import BookFigure
+from minitorch_dist.figures import COLUMN_IN, BookFigure
 from minitorch_dist.recompute.plots import POLICY_STYLES
 
 __all__ = ["plot_accumulation_memory"]
@@ -30,7 +30,7 @@ def plot_accumulation_memory(
     with grad_acc). Right: ``fixed_gbs[policy][mbs]`` at global batch ``global_batch``
     (grad_acc = global_batch / mbs).
     """
-    fig = BookFigure(figsize=(9, 3.8), layout="constrained")
+    fig = BookFigure(figsize=(COLUMN_IN, 3.8), layout="constrained")
     left, right = fig.subplots(1, 2)
     top = max(
         v for data in (fixed_mbs, fixed_gbs) for points in data.values() for v in points.values()

@@ -112,7 +112,7 @@ def _label(cell: Cell, n: int) -> str:
 
 
 def _grid(
-    ax, cells: list[list[Cell]], title: str, sent: set | None = None, font: float = 7
+    ax, cells: list[list[Cell]], title: str, sent: set | None = None, font: float = 8
 ) -> None:  # noqa: ANN001
     n = len(cells)
     for r, row in enumerate(cells):
@@ -158,7 +158,7 @@ def plot_collectives(states: dict[str, list[tuple[list[Cell], list[Cell]]]]) -> 
         _grid(left, [b for b, _ in per_rank], f"{op}: before")
         _grid(right, [a for _, a in per_rank], f"{op}: after")
         for ax in (left, right):
-            ax.set_xlabel("chunk", fontsize=7, labelpad=1)
+            ax.set_xlabel("chunk", fontsize=8, labelpad=1)
     fig.tight_layout()
     fig.description = (
         f"Grids of ranks by chunks before and after {', '.join(states)}: which ranks' data "

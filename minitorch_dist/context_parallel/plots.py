@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 
 from matplotlib import colormaps
 
-from minitorch_dist.figures import BookFigure
+from minitorch_dist.figures import COLUMN_IN, BookFigure
 
 __all__ = [
     "plot_activations_vs_seq",
@@ -29,7 +29,7 @@ def _rank_colours(cp: int) -> list:
 def plot_layouts(positions: Mapping[str, Sequence[Sequence[int]]]) -> BookFigure:
     """One strip per layout: token positions 0..s-1 coloured by the rank that holds them.
     ``positions[layout][r]`` lists rank r's positions (``shard_positions``)."""
-    fig = BookFigure(figsize=(8, 1.1 + 0.7 * len(positions)), layout="constrained")
+    fig = BookFigure(figsize=(COLUMN_IN, 1.1 + 0.7 * len(positions)), layout="constrained")
     ax = fig.add_subplot()
     for row, per_rank in enumerate(positions.values()):
         colours = _rank_colours(len(per_rank))
@@ -58,7 +58,7 @@ def plot_layouts(positions: Mapping[str, Sequence[Sequence[int]]]) -> BookFigure
 def plot_work(work: Mapping[str, Sequence[float]], *, title: str = "") -> BookFigure:
     """Grouped bars: causal attention work per rank (half-chunk block units) for each layout,
     with each layout's mean as a dashed line."""
-    fig = BookFigure(figsize=(8, 3.6), layout="constrained")
+    fig = BookFigure(figsize=(COLUMN_IN, 3.6), layout="constrained")
     ax = fig.add_subplot()
     width = 0.8 / len(work)
     for i, (layout, units) in enumerate(work.items()):
@@ -82,7 +82,8 @@ def plot_ring_schedule(
     cp = len(next(iter(per_step.values())))
     top = max(max(max(row) for row in grid) for grid in per_step.values())
     fig = BookFigure(
-        figsize=(1.0 + 2.2 * len(per_step) + 0.3 * cp, 1.2 + 0.4 * cp), layout="constrained"
+        figsize=(min(COLUMN_IN, 1.0 + 2.2 * len(per_step) + 0.3 * cp), 1.2 + 0.4 * cp),
+        layout="constrained",
     )
     axes = fig.subplots(1, len(per_step), squeeze=False)[0]
     for ax, (layout, grid) in zip(axes, per_step.items()):

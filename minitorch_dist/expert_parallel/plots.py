@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from minitorch_dist.figures import BookFigure
+from minitorch_dist.figures import COLUMN_IN, BookFigure
 
 __all__ = ["plot_dispatch_bytes", "plot_imbalance", "plot_routing"]
 
@@ -38,7 +38,7 @@ def plot_routing(
     ``last_experts[r]`` is rank r's (T, k) choices, as ``train_with_aux_loss`` returns them."""
     ep = len(last_experts)
     per = experts // ep
-    fig = BookFigure(figsize=(9, 3.6), layout="constrained")
+    fig = BookFigure(figsize=(COLUMN_IN, 3.6), layout="constrained")
     left, right = fig.subplots(1, 2, width_ratios=(2.2, 1))
     counts = [0] * experts
     for r, choices in enumerate(last_experts):

@@ -18,7 +18,7 @@ from typing import Any
 
 from matplotlib.figure import Figure
 
-from minitorch_dist.figures import COLORS, BookFigure
+from minitorch_dist.figures import COLORS, COLUMN_IN, BookFigure
 from minitorch_dist.memory.estimate import format_bytes
 from minitorch_dist.memory.plots_budget import (
     budget_table,
@@ -90,7 +90,7 @@ def plot_timeline(
     shown = [c for c in categories if any(s[2].get(c, 0) for s in samples)]
     ys = [[s[2].get(c, 0) / factor for s in samples] for c in shown]
 
-    fig = BookFigure(figsize=(8, 4.4), layout="constrained")
+    fig = BookFigure(figsize=(COLUMN_IN, 4.4), layout="constrained")
     ax = fig.add_subplot()
     ax.stackplot(
         xs,
@@ -181,7 +181,7 @@ def plot_predictions(
     """
     largest = max(max(sum(r[c] for c in categories) for r in results.values()), device_bytes or 0)
     name, factor = _unit(largest)
-    fig = BookFigure(figsize=(8, 0.55 * len(results) + 1.6), layout="constrained")
+    fig = BookFigure(figsize=(COLUMN_IN, 0.55 * len(results) + 1.6), layout="constrained")
     ax = fig.add_subplot()
     labels = list(results)
     for category in categories:

@@ -14,7 +14,7 @@ from typing import Any
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
-from minitorch_dist.figures import BookFigure
+from minitorch_dist.figures import COLUMN_IN, BookFigure
 from minitorch_dist.memory.estimate import bytes_per_param, format_bytes, model_state_bytes
 
 __all__ = ["budget_table", "plot_activation_growth", "plot_budget", "recipe_label"]
@@ -65,7 +65,7 @@ def plot_budget(
     title: str | None = None,
 ) -> Figure:
     """Model-state bytes per model (log scale), one bar per recipe, and the device's capacity."""
-    fig = BookFigure(figsize=(8, 3.8), layout="constrained")
+    fig = BookFigure(figsize=(COLUMN_IN, 3.8), layout="constrained")
     ax = fig.add_subplot()
     width = 0.8 / len(recipes)
     shades = ("#2ca02c", "#98df8a", "#17becf", "#9edae5")

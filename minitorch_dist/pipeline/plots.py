@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from minitorch_dist.figures import COLORS, BookFigure
+from minitorch_dist.figures import COLORS, COLUMN_IN, BookFigure
 from minitorch_dist.pipeline.simulate import Event
 
 __all__ = ["OP_COLORS", "in_flight_over_time", "plot_in_flight", "plot_schedule"]
@@ -36,7 +36,7 @@ def plot_schedule(
     fig = (
         ax.figure
         if ax is not None
-        else BookFigure(figsize=(9, 0.45 * _ranks(events) + 1.2), layout="constrained")
+        else BookFigure(figsize=(COLUMN_IN, 0.45 * _ranks(events) + 1.2), layout="constrained")
     )
     ax = ax if ax is not None else fig.add_subplot()
     ranks = _ranks(events)
@@ -58,7 +58,7 @@ def plot_schedule(
                 str(a.micro_batch),
                 ha="center",
                 va="center",
-                fontsize=7,
+                fontsize=8,
                 color="white",
             )
     ax.set_ylim(ranks - 0.5, -0.5)
@@ -80,7 +80,7 @@ def plot_schedule(
         handles=handles,
         loc="lower right",
         bbox_to_anchor=(1.0, 1.0),
-        fontsize=7,
+        fontsize=8,
         ncols=len(handles),
         frameon=False,
     )
@@ -113,7 +113,7 @@ def plot_in_flight(
     """Live micro-batches per stage over time (one step line per rank), from the same events
     as :func:`plot_schedule`. ``memory`` (per rank, activation bytes after each of its actions,
     as the runtime's tracker recorded them) draws bytes instead, on the same times."""
-    fig = ax.figure if ax is not None else BookFigure(figsize=(9, 3), layout="constrained")
+    fig = ax.figure if ax is not None else BookFigure(figsize=(COLUMN_IN, 3), layout="constrained")
     ax = ax if ax is not None else fig.add_subplot()
     for rank in range(_ranks(events)):
         times, counts = in_flight_over_time(events, rank)
@@ -123,7 +123,7 @@ def plot_in_flight(
         ax.step(times, values, where="post", label=f"rank {rank}")
     ax.set_xlabel(unit)
     ax.set_ylabel("live micro-batches" if memory is None else "activation KiB")
-    ax.legend(fontsize=7)
+    ax.legend(fontsize=8)
     if title:
         ax.set_title(title)
     return fig

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 from matplotlib.ticker import NullFormatter
 
-from minitorch_dist.figures import BookFigure
+from minitorch_dist.figures import COLUMN_IN, BookFigure
 
 from .config import ParallelConfig
 from .published import Verdict, comparable_tflops
@@ -26,7 +26,7 @@ def plot_ranking(result: Plan, *, marked: dict[str, ParallelConfig] | None = Non
     from .cost import step_time
 
     kw = {"global_batch": result.global_batch, "seq_len": result.seq_len}
-    fig = BookFigure(figsize=(7.5, 4), layout="constrained")
+    fig = BookFigure(figsize=(COLUMN_IN, 4), layout="constrained")
     ax = fig.add_subplot()
     fit = [(r.time.total, r.memory["total"] / GIB) for r in result.fitting]
     over = [r for r in result.rejected if r.memory is not None][::7]  # every 7th, for legibility
@@ -69,7 +69,7 @@ def plot_ranking(result: Plan, *, marked: dict[str, ParallelConfig] | None = Non
         f"{len(result.rows):,} configurations fit",
         fontsize=10,
     )
-    ax.legend(fontsize=7, loc="upper right")
+    ax.legend(fontsize=8, loc="upper right")
     return fig
 
 
@@ -77,7 +77,7 @@ def plot_published(verdicts: Sequence[Verdict]) -> BookFigure:
     """Achieved TFLOP/s per GPU (the paper's count) against the planner's prediction for the
     published layout and for the planner's own choice, one group per run that reports one."""
     rows = [v for v in verdicts if v.run.tflops_per_gpu and v.row is not None]
-    fig = BookFigure(figsize=(7.5, 3.6), layout="constrained")
+    fig = BookFigure(figsize=(COLUMN_IN, 3.6), layout="constrained")
     ax = fig.add_subplot()
     xs = range(len(rows))
     width = 0.27
@@ -107,10 +107,10 @@ def plot_published(verdicts: Sequence[Verdict]) -> BookFigure:
         [v.run.label.replace(", seq", "\nseq") for v in rows],
         rotation=60,
         ha="right",
-        fontsize=7,
+        fontsize=8,
     )
     ax.set_ylabel("TFLOP/s per GPU")
-    ax.legend(fontsize=7)
+    ax.legend(fontsize=8)
     return fig
 
 
@@ -120,7 +120,7 @@ def plot_roofline(verdicts: Sequence[Verdict]) -> BookFigure:
     network, open: NVLink); y: its throughput over the GPU's peak (the paper's MFU or
     TFLOP/s, else the planner's prediction, a cross); lines: each machine's roofs
     ``min(1, I B / peak)``, B one GPU's network share (solid) or its NVLink (dashed)."""
-    fig = BookFigure(figsize=(8, 4.2), layout="constrained")
+    fig = BookFigure(figsize=(COLUMN_IN, 4.2), layout="constrained")
     ax = fig.add_subplot()
     colors = {"dgx-a100": "#1f77b4", "dgx-h100": "#d62728", "h800": "#2ca02c"}
     names = {"dgx-a100": "A100", "dgx-h100": "H100", "h800": "H800"}

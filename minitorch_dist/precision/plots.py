@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 import torch
 from matplotlib.figure import Figure
 
-from minitorch_dist.figures import BookFigure
+from minitorch_dist.figures import COLUMN_IN, BookFigure
 from minitorch_dist.precision.formats import FloatFormat, format_range, get_format
 from minitorch_dist.precision.plots_formats import (
     FIELD_COLORS,
@@ -49,7 +49,7 @@ def plot_loss_curves(
     """Training loss per step (from step 1) for each run; the first run is drawn wide and light
     underneath, so a run that follows it stays visible. A run that hit inf/NaN ends with an x at
     its last finite loss, labelled with the step whose loss was not finite."""
-    fig = BookFigure(figsize=(8, 4.5))
+    fig = BookFigure(figsize=(COLUMN_IN, 4.5))
     ax = fig.add_subplot()
     for i, (name, losses) in enumerate(curves.items()):
         finite = [v for v in losses if math.isfinite(v)]
@@ -80,7 +80,7 @@ def plot_loss_scale(
     scales: Sequence[float], skipped: Sequence[bool], *, title: str | None = None
 ) -> Figure:
     """The loss scale after every step (log2 axis), skipped steps marked in red."""
-    fig = BookFigure(figsize=(8, 3.5))
+    fig = BookFigure(figsize=(COLUMN_IN, 3.5))
     ax = fig.add_subplot()
     steps = range(1, len(scales) + 1)
     ax.step(steps, [math.log2(s) for s in scales], where="post", label="log2 of the loss scale")
@@ -105,7 +105,7 @@ def plot_fp8_errors(
     magnitudes: Sequence[float], errors: Mapping[str, Sequence[float]], *, title: str | None = None
 ) -> Figure:
     """Relative error of an fp8 matmul against the outlier magnitude, one line per scaling."""
-    fig = BookFigure(figsize=(8, 4.5))
+    fig = BookFigure(figsize=(COLUMN_IN, 4.5))
     ax = fig.add_subplot()
     for name, errs in errors.items():
         ax.plot(magnitudes, [100 * e for e in errs], "o-", label=name)
@@ -131,7 +131,7 @@ def plot_outlier_growth(
     where per-tensor fp8 pushes typical entries into the subnormals (``headroom``); with
     ``losses`` (named "<run> <recipe>"), their loss curves on a second panel, one colour per run,
     its first recipe solid and the others dashed."""
-    fig = BookFigure(figsize=(11, 4.2) if losses else (7, 4.2))
+    fig = BookFigure(figsize=(COLUMN_IN, 4.2))
     ax = fig.add_subplot(1, 2 if losses else 1, 1)
     for name, values in ratios.items():
         ax.plot(range(1, len(values) + 1), values, label=name)
@@ -175,7 +175,7 @@ def plot_running_sums(
     title: str | None = None,
 ) -> Figure:
     """Running sums (one line per accumulator precision) against the number of terms added."""
-    fig = BookFigure(figsize=(8, 4))
+    fig = BookFigure(figsize=(COLUMN_IN, 4))
     ax = fig.add_subplot()
     if exact is not None:
         ax.plot(range(1, len(exact) + 1), exact, color="black", ls=":", label="exact")
@@ -204,7 +204,7 @@ def plot_magnitudes(
     r = format_range(f)
     logs = values.detach().double().abs()
     logs = logs[logs > 0].log2()
-    fig = BookFigure(figsize=(8, 4))
+    fig = BookFigure(figsize=(COLUMN_IN, 4))
     ax = fig.add_subplot()
     lo = min(math.floor(logs.min().item()), math.log2(r["min_subnormal"])) - 1
     hi = max(math.ceil(logs.max().item() + math.log2(max(scales))), math.log2(r["max"])) + 2
@@ -233,7 +233,7 @@ def plot_lost_updates(
     sizes: Sequence[float], lost: Mapping[str, Sequence[float]], *, title: str | None = None
 ) -> Figure:
     """Fraction of weights that an update of each size leaves unchanged, one line per format."""
-    fig = BookFigure(figsize=(8, 4))
+    fig = BookFigure(figsize=(COLUMN_IN, 4))
     ax = fig.add_subplot()
     for name, fractions in lost.items():
         ax.plot(

@@ -14,7 +14,7 @@ import torch
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
-from minitorch_dist.figures import BookFigure
+from minitorch_dist.figures import COLUMN_IN, BookFigure
 from minitorch_dist.precision.formats import FloatFormat, format_range, get_format, spacing
 
 FIELD_COLORS = {"sign": "#d62728", "exponent": "#1f77b4", "mantissa": "#2ca02c"}
@@ -39,7 +39,7 @@ def plot_bit_layouts(formats: Sequence[str | FloatFormat]) -> Figure:
     """One row of boxes per format, one box per bit: sign, exponent and mantissa fields."""
     fmts = _formats(formats)
     width = max(f.bits for f in fmts)
-    fig = BookFigure(figsize=(10, 0.55 * len(fmts) + 0.9))
+    fig = BookFigure(figsize=(COLUMN_IN, 0.55 * len(fmts) + 0.9))
     ax = fig.add_subplot()
     for row, f in enumerate(fmts):
         y = len(fmts) - 1 - row
@@ -85,7 +85,7 @@ def plot_bit_layouts(formats: Sequence[str | FloatFormat]) -> Figure:
 def plot_ranges(formats: Sequence[str | FloatFormat]) -> Figure:
     """Horizontal bars on a log2 axis: subnormals (light), then normals up to the largest value."""
     fmts = _formats(formats)
-    fig = BookFigure(figsize=(9, 0.5 * len(fmts) + 1.2))
+    fig = BookFigure(figsize=(COLUMN_IN, 0.5 * len(fmts) + 1.2))
     ax = fig.add_subplot()
     for row, f in enumerate(fmts):
         r = format_range(f)
@@ -113,7 +113,7 @@ def plot_spacing(
     """The gap to the next representable value against |x| (log-log), within each range."""
     fmts = _formats(formats)
     xs = torch.logspace(math.log10(lo), math.log10(hi), points, dtype=torch.float64)
-    fig = BookFigure(figsize=(8, 4.5))
+    fig = BookFigure(figsize=(COLUMN_IN, 4.5))
     ax = fig.add_subplot()
     for f in fmts:
         r = format_range(f)

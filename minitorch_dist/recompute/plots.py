@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 
 from matplotlib.figure import Figure
 
-from minitorch_dist.figures import COLORS, BookFigure
+from minitorch_dist.figures import COLORS, COLUMN_IN, BookFigure
 from minitorch_dist.memory.estimate import format_bytes
 
 __all__ = ["POLICY_STYLES", "plot_policy_sweep", "plot_who_dominates", "plot_segments"]
@@ -35,7 +35,7 @@ def plot_who_dominates(
     ``results[model][(seq_len, policy)]`` holds bytes under ``params``, ``grads``, ``optimizer``
     and ``activations`` (the keys ``measure_step_fake`` returns).
     """
-    fig = BookFigure(figsize=(max(4.6 * len(results), 7), 4.4), layout="constrained")
+    fig = BookFigure(figsize=(COLUMN_IN, 4.4), layout="constrained")
     axes = fig.subplots(1, len(results), squeeze=False)[0]
     for ax, (model, runs) in zip(axes, results.items()):
         seqs = sorted({seq for seq, _ in runs})

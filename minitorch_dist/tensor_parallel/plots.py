@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from minitorch_dist.figures import BookFigure
+from minitorch_dist.figures import COLUMN_IN, BookFigure
 
 __all__ = ["plot_tp_activations"]
 
@@ -26,7 +26,7 @@ def plot_tp_activations(
 ) -> BookFigure:
     """Stacked bars, one per ``(label, breakdown, measured)`` row: the formula's terms stacked,
     the tracker's measured total as a black tick on top (they coincide when the formula holds)."""
-    fig = BookFigure(figsize=(8, 4.2), layout="constrained")
+    fig = BookFigure(figsize=(COLUMN_IN, 4.2), layout="constrained")
     ax = fig.add_subplot()
     xs = range(len(rows))
     bottoms = [0.0] * len(rows)
