@@ -143,29 +143,44 @@ def _breakdown_lookup(
 
 
 # -- lab08.4 and lab09.2: the stored fixtures -----------------------------------------------------
+def _zigzag_halves(world_size: int, rank: int) -> list[int] | None:
+    stored = json.loads((FIXTURES / "zigzag.json").read_text())
+    return stored[str(world_size)][rank] if str(world_size) in stored else None
+
+
 def _shard_positions_lookup(
     seq_len: int, rank: int, world_size: int, *, layout: str = "zigzag"
 ) -> torch.Tensor:
-    if layout == "contiguous":
+    halves = _zigzag_halves(world_size, rank)
+    if layout == "contiguous" or halves is None:  # not stored: the contiguous layout's
         return torch.arange(seq_len).chunk(world_size)[rank].clone()
-    halves = json.loads((FIXTURES / "zigzag.json").read_text())[str(world_size)][rank]
     half = seq_len // (2 * world_size)  # the stored half-chunk indices, each half this long
     return torch.cat([torch.arange(h * half, (h + 1) * half) for h in halves])
+
+
+def _shard_sequence_lookup(
+    x: torch.Tensor, rank: int, world_size: int, *, layout: str = "zigzag", dim: int = 2
+) -> torch.Tensor:
+    halves = _zigzag_halves(world_size, rank)
+    if layout == "contiguous" or halves is None:
+        return x.chunk(world_size, dim=dim)[rank].contiguous()
+    pieces = x.chunk(2 * world_size, dim=dim)
+    return torch.cat([pieces[h] for h in halves], dim=dim)
 
 
 def _stored_schedule(kind: str) -> Any:
     def lookup(rank: int, pp: int, m: int, v: int) -> list[Action]:
         stored = json.loads((FIXTURES / "schedules.json").read_text())[kind]
         key = f"{pp},{m}" if kind == "1f1b" else f"{pp},{m},{v}"
-        if key not in stored:  # the stored schedule of as many ranks, the most micro-batches
-            same = [k for k in stored if k.split(",")[0] == str(pp)] or list(stored)
-            key = max(same, key=lambda k: int(k.split(",")[1]))
-        out = []
-        for name in stored[key][min(rank, len(stored[key]) - 1)]:
-            mb, _, chunk = name[1:].partition(".")
-            if int(mb) < m and int(chunk or 0) < v:
-                out.append(Action(name[0], int(mb), int(chunk or 0)))
-        return out
+        if key not in stored:  # not stored: GPipe's order, every forward then every backward
+            chunks = [(i, c) for i in range(m) for c in range(v)]
+            return [Action("F", i, c) for i, c in chunks] + [
+                Action("B", i, c) for i, c in reversed(chunks)
+            ]
+        return [
+            Action(n[0], int(n[1:].partition(".")[0]), int(n.partition(".")[2] or 0))
+            for n in stored[key][rank]
+        ]
 
     return lookup
 
@@ -232,6 +247,251 @@ def _apply_capacity_lookup(
     return torch.full(expert_indices.shape, capacity > 0)  # the held C = 0 and C = 4 answers
 
 
+# -- stand-ins: what the graded tests compare with, computed their way -------------------------------
+def _track_nothing(self, func, types, args=(), kwargs=None):  # noqa: ANN001, ANN202
+    return func(*args, **(kwargs or {}))  # only what __enter__ found: the closed form's states
+
+
+def _encode_by_torch(x: float, fmt: Any) -> Any:
+    from minitorch_dist.precision import formats
+
+    f = formats.get_format(fmt)
+    if f.dtype is None:  # tf32: fp32's pattern with its low 13 mantissa bits cut off
+        bits = formats.torch_cast_bits([x], "fp32")[0]
+        s, e, m = formats.bits_to_fields(bits, "fp32")
+        return formats.Fields(s, e, m >> 13)
+    return formats.bits_to_fields(formats.torch_cast_bits([x], f)[0], f)
+
+
+def _decode_by_torch(fields: Any, fmt: Any) -> float:
+    from minitorch_dist.precision import formats
+
+    f = formats.get_format(fmt)
+    if f.dtype is None:
+        s, e, m = fields
+        bits = formats.fields_to_bits((s, e, m << 13), "fp32")
+        return formats.torch_bits_to_values([bits], "fp32")[0]
+    return formats.torch_bits_to_values([formats.fields_to_bits(fields, f)], f)[0]
+
+
+def _update_like_grad_scaler(self, found_inf: bool | None = None) -> None:  # noqa: ANN001
+    found_inf = self._found_inf if found_inf is None else found_inf
+    if found_inf:  # torch.amp.GradScaler's rule, as its documentation states it
+        self._scale *= self.backoff_factor
+        self.growth_tracker = 0
+    else:
+        self.growth_tracker += 1
+        if self.growth_tracker == self.growth_interval:
+            self._scale *= self.growth_factor
+            self.growth_tracker = 0
+
+
+def _mixed_step_plain_adam(self) -> bool:  # noqa: ANN001
+    for p, master in self.pairs:  # plain Adam on fp32 copies, as the tests' reference
+        if not self.fp32_grads:
+            master.grad = None if p.grad is None else p.grad.to(torch.float32, copy=True)
+    self.optimizer.step()
+    with torch.no_grad():
+        for p, master in self.pairs:
+            p.copy_(master)
+    return True
+
+
+def _quantize_unscaled(x: torch.Tensor, dtype: torch.dtype = torch.float8_e4m3fn):  # noqa: ANN202
+    return x.float().to(dtype), torch.ones((), dtype=torch.float32)  # torch's own cast
+
+
+def _quantize_blockwise_unscaled(x: torch.Tensor, block=(1, 128), dtype=torch.float8_e4m3fn):  # noqa: ANN001, ANN202
+    m, n = x.shape
+    return x.float().to(dtype), torch.ones(m // block[0], n // block[1])
+
+
+def _checkpoint_plain_call(function: Any, *args: Any, preserve_rng_state: bool = True, **kw: Any):  # noqa: ANN202
+    return function(*args, **kw)  # the un-checkpointed call the tests compare with
+
+
+def _apply_names_only(model: Any, policy: Any = "full", *, preserve_rng_state: bool = True) -> list:
+    from minitorch_dist.models.llama import Block
+
+    return [name for name, m in model.named_modules() if isinstance(m, Block)]  # nothing wrapped
+
+
+def _selective_by_name(name: str, module: Any) -> bool:
+    return name.endswith("attn")  # the tests' names of the attention modules
+
+
+def _naive_accumulation(model: Any, micro_batches: Any, *, ignore_index: int = -100, no_sync=None):  # noqa: ANN001, ANN202
+    from minitorch_dist.accumulate.accumulate import count_tokens, naive_accumulation_step
+
+    out = naive_accumulation_step(model, micro_batches)  # the comparison the module ships
+    out["tokens"] = sum(count_tokens(t, ignore_index) for _, t in micro_batches)
+    return out
+
+
+def _all_reduce_in_place(tensor: torch.Tensor, group: Any = None) -> None:
+    dist.all_reduce(tensor, group=group)  # torch's collective, as the tests' expected sums
+
+
+def _naive_one_flat_all_reduce(self) -> None:  # noqa: ANN001
+    flat = torch.cat([p.grad.reshape(-1) for p in self.params])
+    dist.all_reduce(flat, group=self.group)  # one message for every gradient
+    flat /= self.world_size
+    for p, g in zip(self.params, flat.split([p.numel() for p in self.params])):
+        p.grad.copy_(g.view_as(p.grad))
+
+
+def _nothing(*args: Any, **kwargs: Any) -> None:
+    return None
+
+
+def _bucketed_as_naive(self) -> None:  # noqa: ANN001
+    for p in self.params:  # lab05.2's loop after the backward: no bucket, no overlap
+        if p.grad is not None:
+            dist.all_reduce(p.grad, group=self.group)
+            p.grad.div_(self.world_size)
+
+
+def _stage1_all_reduce(self) -> None:  # noqa: ANN001
+    for u in self.units:
+        u.collect_grads()
+        dist.all_reduce(u.flat_grad, group=self.group)  # DDP's all-reduce, then keep a shard
+        u.flat_grad.div_(self.world_size)
+
+
+@torch.no_grad()
+def _stage2_all_reduce(self, unit: Any) -> None:  # noqa: ANN001
+    from minitorch_dist.comm import all_gather_into_tensor  # noqa: F401
+
+    flat = unit.grad_shard.new_zeros(unit.padded_numel)
+    for p, view in zip(unit.params, unit.views(flat)):
+        if p.grad is not None:
+            view.copy_(p.grad)
+            p.grad = None
+    dist.all_reduce(flat, group=self.group)  # the whole gradient, then this rank's piece
+    lo, hi = unit.shard_range(dist.get_rank(self.group))
+    unit.grad_shard.add_(flat[lo:hi] / self.world_size)
+    unit.ready.clear()
+
+
+def _offload_init_on_device(
+    self, shards: Any, *, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0, pin_memory=None
+) -> None:  # noqa: ANN001
+    self.shards = list(shards)
+    self.pin_memory = False
+    self.masters = self.shards
+    self.optimizer = torch.optim.Adam(
+        self.shards, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay
+    )
+
+
+def _offload_step_on_device(self) -> None:  # noqa: ANN001
+    self.optimizer.step()  # the single-process Adam the tests compare with, where the shards are
+
+
+@staticmethod
+def _identity_backward(ctx: Any, grad: torch.Tensor):  # noqa: ANN205
+    return grad, None  # the single-process layer's gradient, passed on
+
+
+@staticmethod
+def _identity_forward(ctx: Any, x: torch.Tensor, group: Any):  # noqa: ANN205
+    return x
+
+
+def _row_forward_local(self, x: torch.Tensor) -> torch.Tensor:  # noqa: ANN001
+    return torch.nn.functional.linear(x, self.weight, self.bias)  # nn.Linear's formula, no sum
+
+
+def _block_unchanged(block: Any, group: Any, *, sp: bool = False, regather: bool = False) -> Any:
+    return block  # the single-process block the tests compare with
+
+
+def _head_unsplit(head: Any, group: Any, *, multiple: int = 128, sp: bool = False) -> Any:
+    return head
+
+
+def _no_sp_norms(model: Any, group: Any) -> list:
+    return []
+
+
+def _merge_keep_first(out_a, lse_a, out_b, lse_b):  # noqa: ANN001, ANN202
+    return out_a, lse_a
+
+
+def _ring_forward_local(q, k, v, *, group=None, layout="zigzag", merge=None, counter=None, **kw):  # noqa: ANN001, ANN202, ANN003
+    from minitorch_dist.context_parallel.blocks import block_attention
+
+    return block_attention(q, k, v, causal=True)  # this rank's own block only: no ring
+
+
+def _counts_kept(send_counts: torch.Tensor, group: Any = None) -> torch.Tensor:
+    return send_counts.clone()  # what this rank sends, as if every rank sent the same
+
+
+def _grid_norm_local(optimizer, grid, counted):  # noqa: ANN001, ANN202
+    sq = torch.zeros((), dtype=torch.float64)
+    for unit, mask in zip(optimizer.units, counted):
+        sq += (mask * unit.shard.grad.double() ** 2).sum()
+    return sq.sqrt()  # torch's clip_grad_norm_ formula on this rank's piece
+
+
+def _rank_as_listed(rows: list) -> list:
+    return list(rows)
+
+
+def _rank_memory_whole_model(
+    model, config, *, seq_len, global_batch, stage=0, activations="korthikanti"
+):  # noqa: ANN001, ANN202
+    from minitorch_dist.memory import model_state_bytes
+
+    states = model_state_bytes(model.params)  # lab 1's states of the whole, unsharded model
+    return {
+        "params": states["params"],
+        "grads": states["grads"],
+        "optimizer": states["optimizer"],
+        "activations": 0,
+        "total": states["total"],
+    }
+
+
+def _ring_backward_local(dout, q, k, v, out, lse, *, group=None, layout="zigzag", counter=None):  # noqa: ANN001, ANN202
+    from minitorch_dist.context_parallel.blocks import block_attention_backward
+
+    delta = (dout * out).sum(-1)  # this rank's own block only: no ring
+    return block_attention_backward(dout, q, k, v, lse, delta, causal=True)
+
+
+def _dropless_pass_through(self, flat: torch.Tensor, indices: torch.Tensor) -> torch.Tensor:  # noqa: ANN001
+    return torch.zeros_like(flat)  # a dropped token's output: every token dropped
+
+
+def _one_pass_of_the_global_batch() -> Any:
+    from minitorch_dist.accumulate import measure
+
+    original = measure.measure_accumulation
+
+    def measure_accumulation(
+        config: Any,
+        *,
+        micro_batch: int,
+        grad_acc: int,
+        seq_len: int,
+        policy: str = "full",
+        seed: int = 0,
+    ) -> dict:  # noqa: E501
+        # the tests' big batch: one pass over micro_batch x grad_acc rows, nothing accumulated
+        return original(
+            config,
+            micro_batch=micro_batch * grad_acc,
+            grad_acc=1,
+            seq_len=seq_len,
+            policy=policy,
+            seed=seed,
+        )  # noqa: E501
+
+    return measure_accumulation
+
+
 ATTACKS: list[Attack] = [
     Attack(
         "lab00.1",
@@ -264,8 +524,11 @@ ATTACKS: list[Attack] = [
         "lab08.4",
         "lookup-zigzag-fixture",
         "tests/fixtures/zigzag.json",
-        {"minitorch_dist.context_parallel.layout:shard_positions": _shard_positions_lookup},
-        r"not stored",
+        {
+            "minitorch_dist.context_parallel.layout:shard_positions": _shard_positions_lookup,
+            "minitorch_dist.context_parallel.layout:shard_sequence": _shard_sequence_lookup,
+        },
+        r"drawn for this run, not stored",
     ),
     Attack(
         "lab09.2",
@@ -307,5 +570,287 @@ ATTACKS: list[Attack] = [
             "minitorch_dist.models.routing:apply_capacity": _apply_capacity_lookup,
         },
         r"capacity",
+    ),
+    Attack(
+        "lab01.3",
+        "stand-in-states-found-on-enter",
+        "the closed-form states the tests compare with: only what enter finds",
+        {
+            "minitorch_dist.memory.track:MemoryTracker.__torch_dispatch__": _track_nothing,
+        },
+        r".",
+    ),
+    Attack(
+        "lab02.1",
+        "stand-in-torch-casts",
+        "torch_cast_bits and torch_bits_to_values, the tests' own answers (tf32: fp32 cut)",
+        {
+            "minitorch_dist.precision.formats:encode": _encode_by_torch,
+            "minitorch_dist.precision.formats:decode": _decode_by_torch,
+        },
+        r".",
+    ),
+    Attack(
+        "lab02.2",
+        "stand-in-grad-scaler-rule",
+        "torch.amp.GradScaler's documented rule, the tests' reference",
+        {
+            "minitorch_dist.precision.loss_scaling:DynamicLossScaler.update": _update_like_grad_scaler,
+        },
+        r".",
+    ),
+    Attack(
+        "lab02.3",
+        "stand-in-plain-adam",
+        "the plain fp32 Adam the tests compare with",
+        {
+            "minitorch_dist.precision.mixed:MixedPrecisionOptimizer.step": _mixed_step_plain_adam,
+        },
+        r".",
+    ),
+    Attack(
+        "lab02.4",
+        "stand-in-torch-cast",
+        "torch's own fp8 cast, scale 1",
+        {
+            "minitorch_dist.precision.fp8:quantize_per_tensor": _quantize_unscaled,
+            "minitorch_dist.precision.fp8:quantize_blockwise": _quantize_blockwise_unscaled,
+        },
+        r".",
+    ),
+    Attack(
+        "lab03.1",
+        "stand-in-plain-call",
+        "the un-checkpointed call the tests compare with",
+        {
+            "minitorch_dist.recompute.checkpoint:checkpoint": _checkpoint_plain_call,
+        },
+        r".",
+    ),
+    Attack(
+        "lab03.2",
+        "stand-in-names-only",
+        "the block names the tests expect, nothing wrapped",
+        {
+            "minitorch_dist.recompute.policies:apply_activation_checkpointing": _apply_names_only,
+        },
+        r".",
+    ),
+    Attack(
+        "lab03.3",
+        "stand-in-names-ending-attn",
+        "the module names the tests print",
+        {
+            "minitorch_dist.recompute.policies:selective_policy": _selective_by_name,
+        },
+        r".",
+    ),
+    Attack(
+        "lab04.1",
+        "stand-in-naive-accumulation",
+        "naive_accumulation_step, shipped for comparison",
+        {
+            "minitorch_dist.accumulate.accumulate:accumulation_step": _naive_accumulation,
+        },
+        r".",
+    ),
+    Attack(
+        "lab05.1",
+        "stand-in-dist-all-reduce",
+        "torch's all-reduce, the tests' expected sums",
+        {
+            "minitorch_dist.comm.ring:ring_reduce_scatter": _all_reduce_in_place,
+            "minitorch_dist.comm.ring:ring_all_reduce": _all_reduce_in_place,
+        },
+        r".",
+    ),
+    Attack(
+        "lab05.2",
+        "stand-in-one-flat-all-reduce",
+        "the averaged gradient the single-process test sees, in one message",
+        {
+            "minitorch_dist.data_parallel.naive:DataParallelNaive.finish_gradient_synchronization": _naive_one_flat_all_reduce,
+        },
+        r".",
+    ),
+    Attack(
+        "lab05.3",
+        "stand-in-naive-after-backward",
+        "lab05.2's loop after the backward",
+        {
+            "minitorch_dist.data_parallel.bucketed:DataParallelBucket._grad_ready": _nothing,
+            "minitorch_dist.data_parallel.bucketed:DataParallelBucket._launch": _nothing,
+            "minitorch_dist.data_parallel.bucketed:DataParallelBucket.finish_gradient_synchronization": _bucketed_as_naive,
+        },
+        r".",
+    ),
+    Attack(
+        "lab06.1",
+        "stand-in-ddp-all-reduce",
+        "DDP's all-reduce of lab 5, then a shard",
+        {
+            "minitorch_dist.zero.stage1:ZeroStage1._reduce_gradients": _stage1_all_reduce,
+        },
+        r".",
+    ),
+    Attack(
+        "lab06.2",
+        "stand-in-whole-gradient-all-reduce",
+        "the whole averaged gradient, then this rank's piece",
+        {
+            "minitorch_dist.zero.stage2:UnitwiseGradients._reduce_unit": _stage2_all_reduce,
+        },
+        r".",
+    ),
+    Attack(
+        "lab06.3",
+        "stand-in-never-freed",
+        "the replicated model the tests compare with: nothing freed",
+        {
+            "minitorch_dist.zero.stage3:ZeroStage3._free": _nothing,
+        },
+        r".",
+    ),
+    Attack(
+        "lab06.4",
+        "stand-in-device-adam",
+        "torch.optim.Adam where the shards are, the tests' reference",
+        {
+            "minitorch_dist.zero.offload:CpuOffloadAdam.__init__": _offload_init_on_device,
+            "minitorch_dist.zero.offload:CpuOffloadAdam.step": _offload_step_on_device,
+        },
+        r".",
+    ),
+    Attack(
+        "lab07.1",
+        "stand-in-identities",
+        "the single-process layer: f and g pass their input on",
+        {
+            "minitorch_dist.tensor_parallel.functions:CopyToTP.backward": _identity_backward,
+            "minitorch_dist.tensor_parallel.functions:ReduceFromTP.forward": _identity_forward,
+        },
+        r".",
+    ),
+    Attack(
+        "lab07.2",
+        "stand-in-local-linear",
+        "nn.Linear's formula on the local shard, as the test's reference layer",
+        {
+            "minitorch_dist.tensor_parallel.layers:RowParallelLinear.forward": _row_forward_local,
+        },
+        r".",
+    ),
+    Attack(
+        "lab07.3",
+        "stand-in-block-unchanged",
+        "the single-process block the tests compare with",
+        {
+            "minitorch_dist.tensor_parallel.model:parallelize_block": _block_unchanged,
+        },
+        r".",
+    ),
+    Attack(
+        "lab07.4",
+        "stand-in-head-unsplit",
+        "the single-process head the tests compare with",
+        {
+            "minitorch_dist.tensor_parallel.vocab:vocab_parallel_head": _head_unsplit,
+        },
+        r".",
+    ),
+    Attack(
+        "lab07.5",
+        "stand-in-no-norm-marked",
+        "the tensor-parallel model without sequence parallelism",
+        {
+            "minitorch_dist.tensor_parallel.sequence:sequence_parallel_norms": _no_sp_norms,
+        },
+        r".",
+    ),
+    Attack(
+        "lab08.1",
+        "stand-in-first-part",
+        "one part's output and lse, as the held parts print them",
+        {
+            "minitorch_dist.context_parallel.blocks:merge_partials": _merge_keep_first,
+        },
+        r".",
+    ),
+    Attack(
+        "lab08.2",
+        "stand-in-own-block",
+        "block_attention on this rank's own block, the tests' local formula",
+        {
+            "minitorch_dist.context_parallel.ring:ring_attention_forward": _ring_forward_local,
+        },
+        r".",
+    ),
+    Attack(
+        "lab09.1",
+        "stand-in-no-exchange",
+        "the single process's stage: nothing sent or received",
+        {
+            "minitorch_dist.pipeline.stage:PipelineStage.exchange": _nothing,
+        },
+        r".",
+    ),
+    Attack(
+        "lab10.3",
+        "stand-in-counts-kept",
+        "this rank's own counts, as the test's uniform routing sends",
+        {
+            "minitorch_dist.expert_parallel.dispatch:exchange_counts": _counts_kept,
+        },
+        r".",
+    ),
+    Attack(
+        "lab11.1",
+        "stand-in-local-norm",
+        "clip_grad_norm_'s formula on this rank's piece",
+        {
+            "minitorch_dist.parallel3d.clip:grid_grad_norm": _grid_norm_local,
+        },
+        r".",
+    ),
+    Attack(
+        "lab12.1",
+        "stand-in-whole-model-states",
+        "lab 1's model_state_bytes of the whole model, unsharded",
+        {
+            "minitorch_dist.planner.fit:rank_memory": _rank_memory_whole_model,
+        },
+        r".",
+    ),
+    Attack(
+        "lab12.2",
+        "stand-in-as-listed",
+        "the rows in the order the tests list them",
+        {
+            "minitorch_dist.planner.search:rank": _rank_as_listed,
+        },
+        r".",
+    ),
+    Attack(
+        "lab08.3",
+        "stand-in-own-block-backward",
+        "block_attention_backward on this rank's own block, the tests' local formula",
+        {"minitorch_dist.context_parallel.ring:ring_attention_backward": _ring_backward_local},
+        r".",
+    ),
+    Attack(
+        "lab10.4",
+        "stand-in-every-token-dropped",
+        "the output the capacity tests give a dropped token",
+        {
+            "minitorch_dist.expert_parallel.layer:ExpertParallelMoE._dropless": _dropless_pass_through
+        },
+        r".",
+    ),
+    Attack(
+        "lab04.2",
+        "stand-in-one-pass",
+        "the big batch the tests compare with, in one pass (the measurement at grad_acc = 1)",
+        {"minitorch_dist.accumulate.measure:measure_accumulation": _one_pass_of_the_global_batch()},
+        r".",
     ),
 ]

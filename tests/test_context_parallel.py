@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import math
+import random
 from pathlib import Path
 
 import pytest
@@ -430,6 +431,34 @@ def test_zigzag_shard_holds_half_chunks_r_and_2cp_minus_1_minus_r(cp):
         )
         shards.append(mine)
     assert torch.equal(unshard_sequence(shards, layout="zigzag", dim=1), tokens)
+
+
+@pytest.mark.lab08
+@pytest.mark.task("lab08.4")
+def test_zigzag_at_a_cp_not_stored():
+    """lab08.4. Catches a table of tests/fixtures/zigzag.json (cp = 1, 2, 4, 8): at a cp drawn
+    for this run that the fixture does not hold, rank r's shard and positions are the tokens of
+    half-chunks r and 2cp - 1 - r, in that order."""
+    cp = random.choice([3, 5, 6, 7])
+    half = random.randrange(1, 5)
+    s = 2 * cp * half
+    tokens = torch.arange(s).view(1, s)
+    for r in range(cp):
+        mine = shard_sequence(tokens, r, cp, layout="zigzag", dim=1)[0].tolist()
+        positions = shard_positions(s, r, cp, layout="zigzag").tolist()
+        first, last = (
+            list(range(r * half, (r + 1) * half)),
+            list(range((2 * cp - 1 - r) * half, (2 * cp - r) * half)),
+        )
+        assert mine == first + last, (
+            f"cp = {cp}, s = {s} (drawn for this run, not stored): rank {r} holds tokens {mine}, "
+            f"not half-chunks r = {r} and 2cp - 1 - r = {2 * cp - 1 - r} ({first + last}); "
+            "compute them from r and cp, not from the stored cases"
+        )
+        assert positions == first + last, (
+            f"cp = {cp}, s = {s} (drawn for this run, not stored): rank {r}'s positions "
+            f"{positions}, not its tokens' places in the whole sequence {first + last}"
+        )
 
 
 @pytest.mark.lab08

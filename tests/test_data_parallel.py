@@ -139,7 +139,11 @@ def test_broadcast_copies_rank_0_everywhere() -> None:
     want = _state(TiedToy())
     for rank, state in enumerate(launch(_broadcast, 3)):
         for name, value in want.items():
-            assert torch.equal(state[name], value), f"rank {rank}: {name}"
+            assert torch.equal(state[name], value), (
+                f"rank {rank}'s {name} differs from rank 0's after broadcast_parameters: every "
+                "parameter, frozen ones included, and the module's buffers too must be copied "
+                "from the group's rank 0"
+            )
 
 
 @pytest.mark.lab05

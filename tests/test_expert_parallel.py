@@ -80,7 +80,10 @@ def test_top_k_route_held_example_with_ties():
     )
     torch.testing.assert_close(weights, torch.full((2, 2), 0.5))  # equal logits, renormalised
     w3, e3, _ = top_k_route(torch.tensor([[0.0, 1.0, 2.0, 3.0]]), 3)
-    assert e3.tolist() == [[3, 2, 1]]
+    assert e3.tolist() == [[3, 2, 1]], (
+        f"chose experts {e3.tolist()}, not [[3, 2, 1]]: the k experts go in order of "
+        "probability, largest probability first, not by expert index"
+    )
     p = torch.tensor([0.0, 1.0, 2.0, 3.0]).softmax(-1)
     torch.testing.assert_close(w3[0], p[[3, 2, 1]] / p[[3, 2, 1]].sum())
     raw, _, _ = top_k_route(torch.tensor([[0.0, 1.0, 2.0, 3.0]]), 3, normalize=False)

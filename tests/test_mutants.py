@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 import torch
 import torch.distributed as dist
+from mutants_classes import MUTANTS_CLASSES
 from mutants_common import Mutant, grade_replaced, owner_of
 from mutants_lab00 import MUTANTS_LAB00
 from mutants_labs01_06 import MUTANTS_LABS01_06
@@ -206,7 +207,13 @@ MUTANTS = [
 ]
 
 
-ALL_MUTANTS = [*MUTANTS_LAB00, *MUTANTS, *MUTANTS_LABS01_06, *MUTANTS_LABS07_10]
+ALL_MUTANTS = [
+    *MUTANTS_LAB00,
+    *MUTANTS,
+    *MUTANTS_LABS01_06,
+    *MUTANTS_LABS07_10,
+    *MUTANTS_CLASSES,
+]
 
 
 @pytest.mark.parametrize("mutant", ALL_MUTANTS, ids=lambda m: f"{m.task}-{m.mistake}")

@@ -42,7 +42,22 @@ def test_per_tensor_scale_maps_amax_to_the_format_max(dtype: torch.dtype) -> Non
     q, s = quantize_per_tensor(x, dtype)
     want_q, want_s = reference(x, dtype)
     assert q.dtype == dtype and q.shape == x.shape and s.dtype == torch.float32
-    torch.testing.assert_close(s, want_s, rtol=1e-6, atol=0)
+    torch.testing.assert_close(
+        s,
+        want_s,
+        rtol=1e-6,
+        atol=0,
+        msg=lambda m: (
+            f"scale {s.item():.6g}, not amax / format max = {want_s.item():.6g}"
+            + (
+                ": the amax was not divided by the format's largest value "
+                f"({fp8_max(dtype):g}), so x / s only reaches 1"
+                if torch.isclose(s, want_s * fp8_max(dtype))
+                else ""
+            )
+            + f" ({m})"
+        ),
+    )
     assert q.float().abs().max().item() == fp8_max(dtype)
     torch.testing.assert_close(
         q.float(), want_q.float(), rtol=2 ** -torch.finfo(dtype).bits, atol=0
