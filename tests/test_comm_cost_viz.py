@@ -31,7 +31,8 @@ from minitorch_dist.data_parallel import (
     batch_slice,
     make_batches,
 )
-from minitorch_dist.data_parallel.timeline import overlap_fraction, plot_step_timelines, record_step
+from minitorch_dist.data_parallel.plots import plot_step_timelines
+from minitorch_dist.data_parallel.timeline import overlap_fraction, record_step
 from minitorch_dist.models import Llama, LlamaConfig, cross_entropy
 
 

@@ -8,12 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from minitorch_dist.data_parallel.profiling import (
-    load_trace,
-    plot_trace_phases,
-    profile_ddp_step,
-    trace_phases,
-)
+from minitorch_dist.data_parallel.plots import plot_trace_phases
+from minitorch_dist.data_parallel.profiling import load_trace, profile_ddp_step, trace_phases
 
 
 def test_trace_of_a_ddp_step(tmp_path: Path) -> None:

@@ -1,4 +1,4 @@
-"""What the data-parallel wrappers share: the interface, the gradient hooks, and a timeline.
+"""What the data-parallel wrappers share: the interface and the gradient hooks.
 
 Data parallelism (Li et al. 2020, "PyTorch Distributed", §2-3): every rank holds the whole
 model, runs forward and backward on its own slice of the global batch, and then averages the
@@ -28,9 +28,8 @@ Under ``no_sync()`` the hooks do nothing, and gradients accumulate locally
 from __future__ import annotations
 
 import contextlib
-import time
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.distributed as dist
@@ -38,35 +37,17 @@ from torch import nn
 from torch.autograd import Variable
 
 from minitorch_dist.checks import check_bool
+
+if TYPE_CHECKING:  # the recorder measures from outside; the wrappers only stamp its events
+    from minitorch_dist.data_parallel.timeline import Timeline
 from minitorch_dist.comm.groups import Group
 
-__all__ = ["DataParallelBase", "Timeline", "replicas_agree", "trainable_parameters"]
+__all__ = ["DataParallelBase", "replicas_agree", "trainable_parameters"]
 
 
 def trainable_parameters(module: nn.Module) -> list[nn.Parameter]:
     """The parameters that need gradients, each once (a tied weight appears once), in order."""
     return [p for p in module.parameters() if p.requires_grad]
-
-
-class Timeline:
-    """Events of one training step, stamped with ``time.perf_counter()`` (seconds).
-
-    Each event is ``(kind, index, t)``. Kinds recorded by the wrappers: ``"grad"`` (the
-    gradient of parameter ``index`` is ready), ``"launch"`` and ``"done"`` (bucket ``index``'s
-    all-reduce started, finished), ``"sync_start"``/``"sync_end"`` (around
-    ``finish_gradient_synchronization``). ``record_step`` adds ``forward_start``,
-    ``backward_start``, ``backward_end`` and ``step_end``.
-    """
-
-    def __init__(self) -> None:
-        self.events: list[tuple[str, int, float]] = []
-
-    def record(self, kind: str, index: int = -1) -> None:
-        self.events.append((kind, index, time.perf_counter()))  # list.append is thread-safe
-
-    def times(self, kind: str) -> list[tuple[int, float]]:
-        """``(index, t)`` of every event of ``kind``, in order of recording."""
-        return [(i, t) for k, i, t in self.events if k == kind]
 
 
 class DataParallelBase(nn.Module):

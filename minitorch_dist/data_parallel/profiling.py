@@ -1,6 +1,7 @@
 """Profiling one data-parallel step: a ``torch.profiler`` trace on emulated ranks, saved in the
 Chrome trace format that Perfetto (ui.perfetto.dev) and chrome://tracing open, and read back to
-draw the step (chapter 5).
+find the step's phases (chapter 5; drawn by
+:func:`~minitorch_dist.data_parallel.plots.plot_trace_phases`).
 
 On CPU ranks the trace holds every operator the main thread ran (``cpu_op`` events) and, on the
 gloo backend's own threads, each collective (``gloo:all_reduce``). On a GPU the same call with
@@ -24,10 +25,9 @@ import torch
 from torch.profiler import ProfilerActivity, profile, record_function
 
 from minitorch_dist.checks import check_int
-from minitorch_dist.figures import BookFigure
 from minitorch_dist.launching import launch
 
-__all__ = ["load_trace", "plot_trace_phases", "profile_ddp_step", "trace_phases"]
+__all__ = ["load_trace", "profile_ddp_step", "trace_phases"]
 
 
 @contextlib.contextmanager
@@ -137,34 +137,3 @@ def trace_phases(events: list[dict[str, Any]]) -> dict[str, Any]:
         "operators": sum(1 for e in events if e.get("cat") == "cpu_op"),
         "threads": len({e["tid"] for e in events if e["name"].startswith(("gloo:", "nccl:"))}),
     }
-
-
-def plot_trace_phases(phases: dict[str, Any], title: str = "") -> BookFigure:
-    """Draw a traced step from :func:`trace_phases`: the main thread's forward and backward above,
-    one lane per collective below, in milliseconds since the forward began. The title (``title``,
-    else a default), the legend and both axes' labels sit inside the picture (constrained
-    layout), so none is cut off."""
-    fig = BookFigure(figsize=(6.88, 3.0), layout="constrained")  # the column: shown 1:1
-    ax = fig.subplots()
-    colors = {"forward": "#4c72b0", "backward": "#55a868", "wait": "#c44e52"}
-    for label in [k for k in ("forward", "backward", "wait") if k in phases]:
-        a, b = phases[label]
-        ax.broken_barh([(a / 1e3, (b - a) / 1e3)], (1.1, 0.8), color=colors[label], label=label)
-    comm = phases["collectives"]
-    lane = 0.8 / max(1, len(comm))
-    for k, (a, b, _) in enumerate(comm):
-        label = "collective (gloo threads)" if k == 0 else None
-        y = 0.9 - (k + 1) * lane
-        ax.broken_barh([(a / 1e3, (b - a) / 1e3)], (y, lane * 0.85), color="#dd8452", label=label)
-    ax.set_yticks([0.5, 1.5], ["communication\n(gloo threads)", "main thread\n(compute)"])
-    ax.set_ylim(0, 2)
-    ax.set_xlabel("time since the forward began (ms), from the profiler's trace")
-    ax.set_ylabel("thread")
-    ax.set_title(title or "One traced data-parallel step: compute and communication")
-    fig.legend(loc="outside lower center", ncol=3, frameon=False)
-    fig.description = (
-        f"{ax.get_title()}: a timeline in ms of the main thread's forward and backward above "
-        f"and {len(comm)} collectives on the gloo threads below; "
-        f"{phases['overlap']:.0%} of the communication time ran under the backward compute"
-    )
-    return fig

@@ -1,26 +1,44 @@
-"""Record one training step of a data-parallel wrapper, and draw when it computed and communicated.
+"""Record one training step of a data-parallel wrapper: when it computed and communicated.
 
 The wrappers stamp their own events with ``time.perf_counter()`` when ``model.timeline`` is a
-:class:`~minitorch_dist.data_parallel.base.Timeline`: each gradient hook, each bucket's launch,
-the moment its all-reduce completed (a callback on the work's future), and the synchronisation
-at the end of backward. :func:`record_step` adds the phase boundaries. Li et al. 2020 (§3.2.3,
-Figure 3) draw the same picture: with overlap, communication runs under the backward pass.
-Timings vary from run to run, so notebooks show these figures without comparing them.
+:class:`Timeline`: each gradient hook, each bucket's launch, the moment its all-reduce
+completed (a callback on the work's future), and the synchronisation at the end of backward.
+:func:`record_step` adds the phase boundaries. Li et al. 2020 (§3.2.3, Figure 3) draw the same
+picture: with overlap, communication runs under the backward pass. Timings vary from run to
+run, so notebooks show these figures without comparing them; they are drawn by
+:func:`~minitorch_dist.data_parallel.plots.plot_step_timelines`.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 
 import torch
-from matplotlib.figure import Figure
-from matplotlib.patches import Patch
 from torch import nn
 
-from minitorch_dist.data_parallel.base import Timeline
-from minitorch_dist.figures import BookFigure  # shows itself as a PNG
+__all__ = ["Timeline", "overlap_fraction", "record_step"]
 
-__all__ = ["overlap_fraction", "plot_step_timelines", "record_step"]
+
+class Timeline:
+    """Events of one training step, stamped with ``time.perf_counter()`` (seconds).
+
+    Each event is ``(kind, index, t)``. Kinds recorded by the wrappers: ``"grad"`` (the
+    gradient of parameter ``index`` is ready), ``"launch"`` and ``"done"`` (bucket ``index``'s
+    all-reduce started, finished), ``"sync_start"``/``"sync_end"`` (around
+    ``finish_gradient_synchronization``). ``record_step`` adds ``forward_start``,
+    ``backward_start``, ``backward_end`` and ``step_end``.
+    """
+
+    def __init__(self) -> None:
+        self.events: list[tuple[str, int, float]] = []
+
+    def record(self, kind: str, index: int = -1) -> None:
+        self.events.append((kind, index, time.perf_counter()))  # list.append is thread-safe
+
+    def times(self, kind: str) -> list[tuple[int, float]]:
+        """``(index, t)`` of every event of ``kind``, in order of recording."""
+        return [(i, t) for k, i, t in self.events if k == kind]
 
 
 def record_step(
@@ -76,48 +94,3 @@ def overlap_fraction(tl: Timeline) -> float:
         total += b - a
         hidden += max(0.0, min(b, hi) - max(a, lo))
     return hidden / total if total > 0 else 0.0
-
-
-def plot_step_timelines(timelines: dict[str, Timeline], title: str = "") -> Figure:
-    """One row pair per wrapper: compute (forward, backward, wait, step) above communication."""
-    if not timelines:
-        raise ValueError("timelines must name at least one Timeline")
-    fig = BookFigure(figsize=(9, 1.6 * len(timelines) + 0.9))
-    axes = fig.subplots(len(timelines), 1, sharex=True, squeeze=False)[:, 0]
-    colors = {"forward": "#4c72b0", "backward": "#55a868", "wait": "#c44e52", "step": "#8172b2"}
-    for ax, (name, tl) in zip(axes, timelines.items()):
-        ph = _phases(tl)
-        t0 = ph["forward_start"]
-        ms = lambda t, t0=t0: 1e3 * (t - t0)  # noqa: E731 - time since the step began, in ms
-        spans = [
-            ("forward", ph["forward_start"], ph["backward_start"]),
-            ("backward", ph["backward_start"], ph["last_grad"]),
-            ("wait", ph.get("sync_start", ph["last_grad"]), ph.get("sync_end", ph["last_grad"])),
-            ("step", ph["backward_end"], ph["step_end"]),
-        ]
-        for label, a, b in spans:
-            ax.broken_barh([(ms(a), ms(b) - ms(a))], (1.1, 0.8), color=colors[label], label=label)
-        for _, t in tl.times("grad"):
-            ax.plot([ms(t)] * 2, [1.1, 1.9], color="black", lw=0.6)
-        comm = _comm_intervals(tl)
-        lane = 0.8 / max(1, len(comm))  # one thin lane per all-reduce, first at the top
-        for k, (a, b) in enumerate(comm):
-            y = 0.9 - (k + 1) * lane
-            ax.broken_barh([(ms(a), ms(b) - ms(a))], (y, lane * 0.85), color="#dd8452")
-        ax.set_yticks([0.5, 1.5], ["all-reduce", "compute"])
-        ax.set_ylim(0, 2)
-        messages = len(tl.times("launch")) or len(tl.times("grad"))  # naive: one per tensor
-        ax.set_title(
-            f"{name}: {messages} all-reduces, "
-            f"{overlap_fraction(tl):.0%} of their time under backward",
-            fontsize=9,
-        )
-    handles, labels = axes[0].get_legend_handles_labels()
-    handles.append(Patch(color="#dd8452"))
-    labels.append("all-reduce (launch to completion)")
-    fig.legend(handles, labels, loc="lower center", ncol=5, fontsize=7, frameon=False)
-    axes[-1].set_xlabel("time since the step began (ms); ticks: a gradient is ready", fontsize=8)
-    if title:
-        fig.suptitle(title, fontsize=10)
-    fig.tight_layout(rect=(0, 0.07, 1, 1))
-    return fig
