@@ -1,0 +1,22 @@
+/* The language switch: every page of the book names its twin in the other language in a
+   <meta name="mt-lang-switch"> (minitorch_dist/course/i18n_book.py); this puts a link to it at
+   the start of the page's header buttons ("中文" on an English page, "English" on a Chinese
+   one). The browser check (minitorch_dist/course/browser_check_page.py) follows it. */
+(function () {
+  "use strict";
+  function add() {
+    var meta = document.querySelector('meta[name="mt-lang-switch"]');
+    if (!meta || document.querySelector("a.mt-lang-switch")) return;
+    var link = document.createElement("a");
+    link.className = "mt-lang-switch btn btn-sm";
+    link.href = meta.getAttribute("content");
+    link.textContent = meta.getAttribute("data-label");
+    link.title = meta.getAttribute("data-label");
+    link.setAttribute("hreflang", meta.getAttribute("data-label") === "English" ? "en" : "zh-CN");
+    var place = document.querySelector(".header-article-items__end") ||
+      document.querySelector(".bd-header-article") || document.body;
+    place.insertBefore(link, place.firstChild);
+  }
+  if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", add);
+  else add();
+})();

@@ -1,0 +1,320 @@
+"""The Chinese edition: catalogues kept in step with the English pages, and its build.
+
+    python -m minitorch_dist.course.i18n extract   # English pages -> locales/zh_CN/**/*.po
+    python -m minitorch_dist.course.i18n stats     # the share translated, page by page
+    python -m minitorch_dist.course.i18n build     # _build/html/zh_CN/, after the English build
+    python -m minitorch_dist.course.i18n twins     # labs/zh_CN/: the labs with Chinese text
+
+**One source.** The English chapters and labs are the source. ``extract`` runs Sphinx's gettext
+builder over them and merges what it finds into one catalogue per page
+(``locales/zh_CN/LC_MESSAGES/chapters/06_zero_and_offload.po``): a new paragraph arrives
+untranslated, a changed one arrives *fuzzy* (its old translation kept as a suggestion, not
+used), and a removed one leaves. ``tests/test_i18n.py`` fails when a page's catalogue is below
+:data:`REQUIRED_SHARE` translated.
+
+**Executed once.** ``build`` runs after the English build and executes nothing: it fills a
+jupyter-cache with the notebooks the English build executed (``_build/jupyter_execute/``, with
+their glued values put back) and builds with ``nb_execution_mode="cache"``, so every code cell
+finds its outputs there; the labs show their committed outputs in both languages.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+LANGUAGE = "zh_CN"
+#: The share of each page's messages that must be translated (not fuzzy, not empty).
+REQUIRED_SHARE = 1.0
+
+
+@dataclass(frozen=True)
+class Book:
+    """Where a book's sources, catalogues and builds are (this repository's, or a test's)."""
+
+    root: Path = ROOT
+
+    @property
+    def locales(self) -> Path:
+        return self.root / "locales"
+
+    @property
+    def build(self) -> Path:
+        return self.root / "_build"
+
+    @property
+    def executed(self) -> Path:  # myst-nb writes each page it executed here
+        return self.build / "jupyter_execute"
+
+    @property
+    def cache(self) -> Path:
+        return self.build / ".jupyter_cache_translations"
+
+    def catalogue(self, page: str, language: str = LANGUAGE) -> Path:
+        return self.locales / language / "LC_MESSAGES" / f"{page}.po"
+
+
+def _overrides(book: Book, language: str | None, mode: str) -> dict[str, Any]:
+    over: dict[str, Any] = {
+        "external_toc_path": "_toc.yml",  # as `jupyter-book build` passes them
+        "latex_individualpages": False,
+        "gettext_compact": False,  # one catalogue per page
+        "locale_dirs": ["locales/"],
+        "nb_execution_mode": mode,
+        "nb_execution_cache_path": str(book.cache),
+    }
+    if language:
+        over["language"] = language
+    return over
+
+
+def _sphinx(book: Book, builder: str, out: Path, overrides: dict[str, Any], *, strict: bool) -> int:
+    from jupyter_book.sphinx import build_sphinx
+
+    language = overrides.get("language", "en")
+    result = build_sphinx(
+        str(book.root),
+        str(out),
+        noconfig=True,
+        path_config=str(book.root / "_config.yml"),
+        confoverrides=overrides,
+        builder=builder,
+        doctreedir=str(book.build / f".doctrees-{builder}-{language}"),
+        warningiserror=strict,
+        keep_going=strict,
+        quiet=True,
+    )
+    if isinstance(result, Exception):
+        raise result
+    return int(result)
+
+
+def fill_cache(book: Book = Book()) -> int:
+    """Put the notebooks the English build executed into the translations' jupyter-cache, their
+    glued values back in place (myst-nb moves them to ``<page>.glue.json``). The number cached."""
+    import nbformat
+    from jupyter_cache import get_cache
+
+    cache = get_cache(str(book.cache))
+    cache.clear_cache()
+    count = 0
+    for path in sorted(book.executed.rglob("*.ipynb")):
+        nb = nbformat.read(path, as_version=4)
+        metadata = path.with_suffix(".metadata.json")  # see i18n_book._record_notebook_metadata
+        if metadata.exists():
+            nb.metadata.update(json.loads(metadata.read_text()))
+        glue_file = path.with_suffix(".glue.json")
+        code = [c for c in nb.cells if c.cell_type == "code"]
+        if glue_file.exists() and code:
+            for output in json.loads(glue_file.read_text()).values():
+                prefix = output.get("metadata", {}).get("scrapbook", {}).get("mime_prefix", "")
+                if not prefix:
+                    continue  # shown where it was glued: still in its cell's outputs
+                output["data"] = {prefix + k: v for k, v in output["data"].items()}
+                code[-1].outputs.append(nbformat.from_dict(output))
+        scratch = book.build / ".jupyter_cache_scratch.ipynb"
+        nbformat.write(nb, scratch)
+        cache.cache_notebook_file(scratch, check_validity=False)
+        scratch.unlink()
+        count += 1
+    return count
+
+
+_CODE_LIKE = re.compile(r"`[^`]*`|\$[^$]*\$|\{[a-z:]+\}`[^`]*`|https?://\S+")
+_WORD = re.compile(r"[A-Za-z]{2,}")
+_NAME = re.compile(r"[\w.\-/]*[\d_./][\w.\-/]*|[A-Z][A-Za-z]*[A-Z]\w*")
+
+
+def is_code_only(msgid: str) -> bool:
+    """A message with nothing to translate: inline code, math, names and numbers only
+    ("`zero/stage1.py`", "lab06.1", "$2\\Psi$", "ZeRO-1"); its translation is itself."""
+    rest = _CODE_LIKE.sub(" ", msgid)
+    words = [w for w in rest.split() if _WORD.search(w) and not _NAME.fullmatch(w.strip(".,;:()"))]
+    return not words
+
+
+def merge(template: Any, po: Path, language: str = LANGUAGE) -> Any:
+    """The catalogue ``po`` brought up to ``template`` (a babel Catalog of the English page):
+    new messages empty, changed ones fuzzy with the old translation as a suggestion, removed
+    ones gone, messages with nothing to translate filled with themselves."""
+    from babel.messages.pofile import read_po
+
+    if po.exists():
+        with po.open("rb") as f:
+            catalog = read_po(f, locale=language)
+        catalog.update(template, update_header_comment=False)
+    else:
+        catalog = template
+        catalog.locale = language
+    for message in catalog:
+        if message.id and not message.string and is_code_only(message.id):
+            message.string = message.id
+    return catalog
+
+
+def extract(book: Book = Book(), *, outputs: bool = True) -> list[Path]:
+    """Update every page's catalogue from the English pages; the catalogues written. With
+    ``outputs`` (after an English build) the messages of cell outputs are included: displayed
+    tables' headers and figures' descriptions."""
+    from babel.messages.pofile import read_po, write_po
+
+    pot_dir = book.build / "gettext" / "pot"  # myst-nb writes pages to pot_dir/../jupyter_execute
+    mode = "cache" if outputs and book.executed.exists() else "off"
+    if mode == "cache":
+        fill_cache(book)
+    _sphinx(book, "gettext", pot_dir, _overrides(book, None, mode), strict=False)
+    written = []
+    for pot in sorted(pot_dir.rglob("*.pot")):
+        po = book.catalogue(pot.relative_to(pot_dir).with_suffix("").as_posix())
+        with pot.open("rb") as f:
+            catalog = merge(read_po(f), po)
+        po.parent.mkdir(parents=True, exist_ok=True)
+        with po.open("wb") as f:  # obsolete messages dropped; lines not wrapped: diffs stay small
+            write_po(
+                f,
+                catalog,
+                width=0,
+                omit_header=True,  # no dates: a catalogue changes only with its messages
+                ignore_obsolete=True,
+                include_previous=True,
+                include_lineno=False,  # a paragraph moved down the page changes nothing here
+                sort_output=False,
+            )
+        written.append(po)
+    return written
+
+
+def stats(book: Book = Book(), language: str = LANGUAGE) -> dict[str, tuple[int, int, int]]:
+    """Per page: (translated, fuzzy, total) messages of its catalogue."""
+    from babel.messages.pofile import read_po
+
+    out = {}
+    base = book.locales / language / "LC_MESSAGES"
+    for po in sorted(base.rglob("*.po")):
+        with po.open("rb") as f:
+            catalog = read_po(f, locale=language)
+        messages = [m for m in catalog if m.id]
+        done = sum(1 for m in messages if m.string and not m.fuzzy)
+        fuzzy = sum(1 for m in messages if m.fuzzy)
+        out[po.relative_to(base).with_suffix("").as_posix()] = (done, fuzzy, len(messages))
+    return out
+
+
+def build(book: Book = Book(), language: str = LANGUAGE, *, strict: bool = True) -> Path:
+    """Build the translated book into ``_build/html/<language>/`` from the English build's
+    executed notebooks; raises if a page would have to execute."""
+    if not book.executed.exists():
+        raise RuntimeError("build the English book first (python -m minitorch_dist.make book)")
+    from jupyter_cache import get_cache
+
+    start = time.monotonic()
+    cached = fill_cache(book)
+    # myst-nb writes a page's files beside its output folder (<outdir>/../jupyter_execute), so
+    # the translation builds in a folder of its own and is then copied into the English site
+    out = book.build / language / "html"
+    code = _sphinx(book, "html", out, _overrides(book, language, "cache"), strict=strict)
+    if code:
+        raise RuntimeError(f"the {language} build failed (exit status {code})")
+    executed = len(get_cache(str(book.cache)).list_cache_records()) - cached
+    if executed:
+        raise RuntimeError(
+            f"the {language} build executed {executed} page(s) again: their code "
+            "differs from the English build's (build the English book first)"
+        )
+    site = book.build / "html" / language
+    shutil.rmtree(site, ignore_errors=True)
+    shutil.copytree(out, site)
+    print(f"{language} book written to {site} in {time.monotonic() - start:.0f} s")
+    return site
+
+
+def translations(page: str, book: Book = Book(), language: str = LANGUAGE) -> dict[str, str]:
+    """A page's finished translations: English message -> its translation (no fuzzy ones)."""
+    from babel.messages.pofile import read_po
+
+    po = book.catalogue(page, language)
+    if not po.exists():
+        return {}
+    with po.open("rb") as f:
+        catalog = read_po(f, locale=language)
+    return {m.id: m.string for m in catalog if m.id and m.string and not m.fuzzy}
+
+
+def translate_markdown(text: str, translations: dict[str, str]) -> tuple[str, int]:
+    """``text`` (a Markdown cell) with every message of ``translations`` found in it replaced,
+    longest first; a message matches across the line breaks and indentation that Sphinx folds
+    into one space, and only as a whole block, list item, heading or table cell. Returns the
+    text and how many messages were replaced."""
+    count = 0
+    for msgid in sorted(translations, key=len, reverse=True):
+        if translations[msgid] == msgid:
+            continue
+        words = [re.escape(w) for w in msgid.split()]
+        pattern = re.compile(
+            r"(?<![^\s|#>*\-(])" + r"\s+".join(words) + r"(?=\s*(?:\||$))", re.MULTILINE
+        )
+        text, n = pattern.subn(lambda _m, t=translations[msgid]: t, text)
+        count += n
+    return text, count
+
+
+def lab_twin(lab: Path, language: str = LANGUAGE) -> tuple[Any, int, int]:
+    """The lab notebook with its Markdown cells translated; its code cells, outputs and metadata
+    are the English lab's. Returns the notebook, the messages replaced and the messages known."""
+    import nbformat
+
+    nb = nbformat.read(lab, as_version=4)
+    known = translations(f"labs/{lab.stem}", Book(lab.parents[1]), language)
+    replaced = 0
+    for cell in nb.cells:
+        if cell.cell_type == "markdown":
+            text, n = translate_markdown(cell.source, known)
+            cell.source = text.replace("](../", "](../../")  # one folder deeper
+            replaced += n
+    nb.metadata["language_info_book"] = language
+    return nb, replaced, sum(1 for k, v in known.items() if k != v)
+
+
+def write_twins(book: Book = Book(), language: str = LANGUAGE) -> list[Path]:
+    """Write every lab's translated twin into ``labs/<language>/`` (for Colab and
+    ``release --lang``)."""
+    import nbformat
+
+    out = []
+    for lab in sorted((book.root / "labs").glob("lab*.ipynb")):
+        nb, _, _ = lab_twin(lab, language)
+        path = book.root / "labs" / language / lab.name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        nbformat.write(nb, path)
+        out.append(path)
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["extract"]:
+        for po in extract(outputs="--prose-only" not in argv):
+            print(po.relative_to(ROOT))
+    elif argv[:1] == ["stats"]:
+        for page, (done, fuzzy, total) in stats().items():
+            print(f"{page:50s} {done:5d}/{total:<5d} translated, {fuzzy} fuzzy")
+    elif argv[:1] == ["twins"]:
+        for path in write_twins():
+            print(path.relative_to(ROOT))
+    elif argv[:1] == ["build"]:
+        build()
+    else:
+        print(__doc__)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

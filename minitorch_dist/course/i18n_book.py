@@ -1,0 +1,200 @@
+"""The book in two languages: what Sphinx's translation machinery needs from our pages.
+
+The English chapters and labs are the source; the Chinese text lives in gettext catalogues
+(``locales/zh_CN/LC_MESSAGES/<page>.po``) and Sphinx's ``Locale`` transform swaps each paragraph,
+heading and caption for its translation when the book is built with ``language=zh_CN``
+(:mod:`minitorch_dist.course.i18n` runs both builds). This extension, loaded in both, does four
+things Sphinx cannot know about a book of executed notebooks:
+
+- **Outputs are not text to translate.** A cell's printed output, its numbers and the body of a
+  table it displays are what ran; only a displayed table's header row is prose (the package's
+  :class:`~minitorch_dist.display.Table` writes it in English). Everything else under a cell's
+  output is marked untranslatable, so it is neither extracted nor replaced.
+- **Glued numbers survive translation.** A translated paragraph is parsed as a document of its
+  own, which has none of the page's glue data; ``{glue:text}`key``` in it becomes a reference to
+  the page itself (``{glue:text}`/chapters/x.md::key:s```), which myst-nb resolves from the glue
+  file the page's own parse wrote. Nothing is executed twice.
+- **Figure descriptions translated.** The alt text that :mod:`~minitorch_dist.course.book_outputs`
+  reads from a figure's PNG arrives after Sphinx translated the page; it is looked up in the same
+  catalogue here (the gettext builder extracts it, as it extracts every image's alt text).
+- **A language switch on every page**: a ``<meta name="mt-lang-switch">`` naming the same page in
+  the other language, which ``_static/reading.js`` turns into a link in the page's header.
+
+    sphinx: extra_extensions: [minitorch_dist.course.i18n_book]      # _config.yml
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import uuid
+from typing import Any
+
+#: The edition's languages: the English source, and each translation's folder under the
+#: English site (``_build/html/zh_CN/``) and under ``locales/``.
+SOURCE_LANGUAGE = "en"
+TRANSLATIONS = {"zh_CN": "中文"}
+
+_GLUE_ROLE = re.compile(r"(?P<role>\{glue(?::(?P<kind>[a-z]*))?\})`(?P<text>[^`]+)`")
+
+
+def page_glue(text: str, page: str) -> str:
+    """``text`` with each glue role that names a key of its own page made to name ``page``
+    (``/chapters/x.md``) instead; roles that already name a page are left as they are."""
+
+    def one(m: re.Match) -> str:
+        kind, body = m.group("kind"), m.group("text")
+        if "::" in body:
+            return m.group(0)
+        if kind == "text" and ":" not in body:
+            body += ":s"  # {glue:text} reads the last ":" as its format; "s" is its default
+        return f"{m.group('role')}`{page}::{body}`"
+
+    return _GLUE_ROLE.sub(one, text)
+
+
+def _output_text_untranslatable(app: Any, doctree: Any) -> None:
+    """Mark every text node of a cell's output untranslatable, but a displayed table's header."""
+    from docutils import nodes
+
+    for container in doctree.findall(nodes.container):
+        if "cell_output" not in container.get("classes", []):
+            continue
+        for node in container.findall(nodes.TextElement):
+            in_header = any(isinstance(p, nodes.thead) for p in _parents(node))
+            if not in_header:
+                node["translatable"] = False
+
+
+def _parents(node: Any) -> list[Any]:
+    out = []
+    while node.parent is not None:
+        node = node.parent
+        out.append(node)
+    return out
+
+
+def _catalogue(app: Any, docname: str) -> Any:
+    from sphinx.locale import init as init_locale
+    from sphinx.util.i18n import docname_to_domain
+
+    dirs = [os.path.join(app.srcdir, d) for d in app.config.locale_dirs]
+    domain = docname_to_domain(docname, app.config.gettext_compact)
+    catalog, _ = init_locale(dirs, app.config.language, domain)
+    return catalog
+
+
+def _translate_alt(app: Any, doctree: Any) -> None:
+    """Translate the figure descriptions book_outputs set after Sphinx translated the page (and,
+    for the gettext builder, hand them over to be extracted)."""
+    from docutils import nodes
+
+    if app.builder.name == "gettext":
+        # myst-nb later picks text/plain over an output's image for this builder, so each
+        # description is handed over as a paragraph of its own, at the end of the page
+        for image in list(doctree.findall(nodes.image)):
+            if image.get("alt"):
+                para = nodes.paragraph(image["alt"], image["alt"])
+                para.source, para.line = doctree.get("source"), image.line
+                para.uid = uuid.uuid4().hex
+                doctree.append(para)
+        return
+    if app.config.language in (None, SOURCE_LANGUAGE):
+        return
+    catalog = _catalogue(app, app.env.docname)
+    for image in doctree.findall(nodes.image):
+        alt = image.get("alt", "")
+        if alt:
+            image["alt"] = catalog.gettext(alt)
+
+
+def _patch_msgstr_parsing() -> None:
+    """Glue roles in a translated paragraph name their own page (see :func:`page_glue`)."""
+    import sphinx.transforms.i18n as i18n
+
+    original = i18n.publish_msgstr
+    if getattr(original, "_minitorch_dist", False):
+        return
+
+    def publish_msgstr(app: Any, source: str, source_path: str, *args: Any, **kw: Any) -> Any:
+        page = "/" + os.path.relpath(source_path, app.srcdir).replace(os.sep, "/")
+        return original(app, page_glue(source, page), source_path, *args, **kw)
+
+    publish_msgstr._minitorch_dist = True  # type: ignore[attr-defined]
+    i18n.publish_msgstr = publish_msgstr
+
+
+def _record_notebook_metadata(app: Any) -> None:
+    """Keep what the translated build needs of each page the English build executes: myst-nb
+    writes ``jupyter_execute/<page>.ipynb`` without the executed notebook's metadata (its
+    ``language_info``, which names the code cells' lexer, and the live widgets' state), so the
+    client's metadata is written beside it, as ``<page>.metadata.json``."""
+    import json
+
+    import myst_nb.sphinx_ as nb_sphinx
+
+    original = nb_sphinx.create_client
+    if getattr(original, "_minitorch_dist", False):
+        return
+
+    class Recording:
+        def __init__(self, client: Any, source: str) -> None:
+            self.client, self.source = client, source
+
+        def __enter__(self) -> Any:
+            return self.client.__enter__()
+
+        def __exit__(self, *exc: Any) -> Any:
+            out = self.client.__exit__(*exc)
+            executed = (self.client.exec_metadata or {}).get("method") not in (None, "cache")
+            if exc[0] is None and executed:
+                folder = os.path.abspath(self.client.nb_config.output_folder)
+                rel = os.path.splitext(os.path.relpath(self.source, app.srcdir))[0]
+                path = os.path.join(folder, rel + ".metadata.json")
+                os.makedirs(os.path.dirname(path), exist_ok=True)
+                with open(path, "w", encoding="utf-8") as f:
+                    json.dump(self.client.nb_metadata, f)
+            return out
+
+    def create_client(notebook: Any, source: str, *args: Any, **kwargs: Any) -> Any:
+        return Recording(original(notebook, source, *args, **kwargs), source)
+
+    create_client._minitorch_dist = True  # type: ignore[attr-defined]
+    nb_sphinx.create_client = create_client
+
+
+def switch_target(pagename: str, language: str | None) -> tuple[str, str]:
+    """The relative address of ``pagename`` in the other language, and that language's name."""
+    depth = pagename.count("/")
+    if language in TRANSLATIONS:
+        return "../" * (depth + 1) + pagename + ".html", "English"
+    code, name = next(iter(TRANSLATIONS.items()))
+    return "../" * depth + f"{code}/{pagename}.html", name
+
+
+def _language_switch(
+    app: Any, pagename: str, templatename: str, context: dict, doctree: Any
+) -> None:
+    if app.builder.format != "html" or doctree is None:
+        return
+    href, name = switch_target(pagename, app.config.language)
+    context["metatags"] = context.get("metatags", "") + (
+        f'\n<meta name="mt-lang-switch" content="{href}" data-label="{name}">'
+    )
+
+
+def setup(app: Any) -> dict[str, Any]:
+    from sphinx.transforms import SphinxTransform
+
+    class UntranslatableOutputs(SphinxTransform):
+        default_priority = 19  # before sphinx.transforms.i18n.Locale (20)
+
+        def apply(self, **kwargs: Any) -> None:
+            _output_text_untranslatable(self.app, self.document)
+
+    app.add_transform(UntranslatableOutputs)
+    _patch_msgstr_parsing()  # only translated paragraphs pass through it
+    _record_notebook_metadata(app)
+    app.connect("doctree-read", _translate_alt, priority=900)  # after book_outputs (500)
+    app.connect("html-page-context", _language_switch)
+    return {"parallel_read_safe": True, "parallel_write_safe": True}

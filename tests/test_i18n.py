@@ -1,0 +1,166 @@
+"""The Chinese edition's machinery (minitorch_dist.course.i18n, i18n_book): catalogues that follow
+the English pages, glued numbers and figure descriptions through translation, a build that
+executes nothing twice, the language switch and the labs' twins."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from minitorch_dist.course.i18n import is_code_only, merge, translate_markdown
+from minitorch_dist.course.i18n_book import page_glue, switch_target
+
+FIXTURE = Path(__file__).parent / "fixtures" / "i18n_book"
+
+
+def test_a_translated_paragraph_glues_from_its_own_page() -> None:
+    text = "值为 {glue:text}`bytes`，{glue:text}`ratio:.2f` 与 {glue:}`fig` 和 {glue:text}`a.md::k`"
+    assert page_glue(text, "/chapters/x.md") == (
+        "值为 {glue:text}`/chapters/x.md::bytes:s`，{glue:text}`/chapters/x.md::ratio:.2f` 与 "
+        "{glue:}`/chapters/x.md::fig` 和 {glue:text}`a.md::k`"
+    )
+
+
+@pytest.mark.parametrize(
+    "msgid, code_only",
+    [
+        ("`zero/stage1.py`", True),
+        ("lab06.1", True),
+        ("ZeRO-1", True),
+        ("$2\\Psi$", True),
+        ("task", False),
+        ("ZeRO-1: reduce-scatter the gradients", False),
+    ],
+)
+def test_messages_with_nothing_to_translate(msgid: str, code_only: bool) -> None:
+    assert is_code_only(msgid) is code_only
+
+
+def test_a_changed_paragraph_becomes_fuzzy_and_a_new_one_untranslated(tmp_path: Path) -> None:
+    from babel.messages.catalog import Catalog
+    from babel.messages.pofile import write_po
+
+    old = Catalog(locale="zh_CN")
+    old.add("Memory is the wall.", "显存是瓶颈。")
+    old.add("A paragraph that goes away.", "将被删除的段落。")
+    po = tmp_path / "page.po"
+    with po.open("wb") as f:
+        write_po(f, old)
+    template = Catalog()
+    template.add("Memory is the wall!")  # changed
+    template.add("A new paragraph.")
+    template.add("`minitorch_dist.zero`")  # nothing to translate
+    merged = {m.id: m for m in merge(template, po) if m.id}
+    assert set(merged) == {"Memory is the wall!", "A new paragraph.", "`minitorch_dist.zero`"}
+    assert merged["Memory is the wall!"].fuzzy
+    assert merged["Memory is the wall!"].string == "显存是瓶颈。"  # a suggestion, not used
+    assert not merged["A new paragraph."].string
+    assert merged["`minitorch_dist.zero`"].string == "`minitorch_dist.zero`"
+
+
+def test_a_lab_twin_translates_whole_blocks_only() -> None:
+    md = textwrap.dedent(
+        """\
+        # Lab 6: ZeRO
+
+        ZeRO removes the copies
+        in three stages.
+
+        | task | where |
+        | --- | --- |
+        | lab06.1 | `zero/stage1.py` |
+
+        - a list item that
+          wraps
+        """
+    )
+    known = {
+        "Lab 6: ZeRO": "实验 6：ZeRO",
+        "ZeRO removes the copies in three stages.": "ZeRO 分三个阶段去掉副本。",
+        "task": "任务",
+        "where": "位置",
+        "a list item that wraps": "一个换行的列表项",
+        "the copies": "不应单独替换",  # only whole blocks: never inside another message
+    }
+    text, count = translate_markdown(md, known)
+    assert "# 实验 6：ZeRO" in text
+    assert "ZeRO 分三个阶段去掉副本。" in text
+    assert "| 任务 | 位置 |" in text
+    assert "- 一个换行的列表项" in text
+    assert "不应单独替换" not in text
+    assert count == 5
+
+
+@pytest.mark.parametrize(
+    "page, language, target",
+    [
+        ("intro", None, ("zh_CN/intro.html", "中文")),
+        ("chapters/01_x", None, ("../zh_CN/chapters/01_x.html", "中文")),
+        ("chapters/01_x", "zh_CN", ("../../chapters/01_x.html", "English")),
+        ("intro", "zh_CN", ("../intro.html", "English")),
+    ],
+)
+def test_the_language_switch_lands_on_the_same_page(page, language, target) -> None:
+    assert switch_target(page, language) == target
+
+
+BUILD_BOTH = """
+import sys
+from pathlib import Path
+from babel.messages.pofile import read_po, write_po
+from minitorch_dist.course import i18n
+
+book = i18n.Book(Path(sys.argv[1]))
+for po in i18n.extract(book):
+    with po.open("rb") as f:
+        catalog = read_po(f, locale="zh_CN")
+    for m in catalog:
+        if not m.id or m.string:
+            continue
+        if "{glue:text}`bytes_per_param`" in m.id:
+            m.string = "优化器每个参数占 {glue:text}`bytes_per_param` 字节，含 $x^2$ 与 `predict()`。"
+        else:
+            m.string = {"Where the memory goes": "显存都去哪儿了", "stage": "阶段",
+                        "Bytes per rank fall as the ranks grow.": "每个 rank 的字节数随 rank 增多而下降。",
+                        }.get(m.id, "译：" + m.id)
+    with po.open("wb") as f:
+        write_po(f, catalog)
+i18n.build(book)
+"""
+
+
+@pytest.mark.course
+@pytest.mark.slow
+def test_the_chinese_build_translates_and_executes_nothing_twice(tmp_path: Path) -> None:
+    book = tmp_path / "book"
+    shutil.copytree(FIXTURE, book)
+    log = tmp_path / "executions.log"
+    env = {**os.environ, "I18N_FIXTURE_LOG": str(log)}
+    jb = Path(sys.executable).with_name("jupyter-book")
+    subprocess.run([str(jb), "build", str(book), "-W", "-q"], env=env, check=True, timeout=600)
+    assert log.read_text().count("executed") == 1
+    run = subprocess.run(
+        [sys.executable, "-c", BUILD_BOTH, str(book)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    assert log.read_text().count("executed") == 1, "the Chinese build executed the page again"
+    zh = (book / "_build" / "html" / "zh_CN" / "page.html").read_text()
+    en = (book / "_build" / "html" / "page.html").read_text()
+    assert (
+        "显存都去哪儿了" in zh and '优化器每个参数占 <span class="pasted-text">16</span> 字节' in zh
+    )  # the glued number
+    assert "<th" in zh and "阶段" in zh and "4 GiB" in zh  # a displayed table: header translated
+    assert 'alt="每个 rank 的字节数随 rank 增多而下降。"' in zh
+    assert 'name="mt-lang-switch" content="../page.html"' in zh
+    assert 'name="mt-lang-switch" content="zh_CN/page.html"' in en
+    assert "No key" not in run.stderr
