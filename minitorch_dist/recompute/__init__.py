@@ -5,19 +5,13 @@
 only the attention core ("selective", Korthikanti et al. 2022, section 5); ``attention`` holds an
 unfused attention core whose (s x s) matrices show what selective recomputation removes;
 ``op_level`` keeps chosen operators' outputs inside checkpointed blocks (torch's selective
-activation checkpoint); ``measure`` measures the bytes stored and the time taken.
+activation checkpoint); ``cost`` counts the bytes stored in closed form, ``measure`` measures
+them and the time taken.
 """
 
-from minitorch_dist.recompute.attention import (
-    MathAttentionCore,
-    math_attention_extra_bytes,
-    use_attention,
-)
-from minitorch_dist.recompute.checkpoint import (
-    CheckpointFunction,
-    checkpoint,
-    segment_checkpoint_bytes,
-)
+from minitorch_dist.recompute.attention import MathAttentionCore, use_attention
+from minitorch_dist.recompute.checkpoint import CheckpointFunction, checkpoint
+from minitorch_dist.recompute.cost import math_attention_extra_bytes, segment_checkpoint_bytes
 from minitorch_dist.recompute.measure import (
     IMPLEMENTATIONS,
     build_model,

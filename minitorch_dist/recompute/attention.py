@@ -24,10 +24,10 @@ import math
 import torch
 from torch import nn
 
-from minitorch_dist.checks import check_choice, check_int
+from minitorch_dist.checks import check_choice
 from minitorch_dist.models.llama import AttentionCore
 
-__all__ = ["MathAttentionCore", "use_attention", "math_attention_extra_bytes"]
+__all__ = ["MathAttentionCore", "use_attention"]
 
 
 class MathAttentionCore(AttentionCore):
@@ -55,20 +55,3 @@ def use_attention(model: nn.Module, kind: str) -> nn.Module:
     for block in model.layers:
         block.attn.core = cores[kind]()
     return model
-
-
-def math_attention_extra_bytes(
-    config: object, *, seq_len: int, micro_batch: int, dtype_bytes: int = 2
-) -> int:
-    """Bytes the unfused core stores beyond the fused one, for the whole model (recompute none).
-
-    Per layer: + p·bHs^2 (probs) + 2p·bs·h (k and v copied to all H heads) - 2p·bs·kv (the fused
-    kernel's k and v, now freed after the copy) - 4bHs (the fused kernel's fp32 logsumexp).
-    """
-    check_int("seq_len", seq_len)
-    check_int("micro_batch", micro_batch)
-    check_int("dtype_bytes", dtype_bytes)
-    s, b, p = seq_len, micro_batch, dtype_bytes
-    h, kv, heads = config.hidden, config.kv_hidden, config.heads  # type: ignore[attr-defined]
-    per_layer = p * b * heads * s * s + 2 * p * b * s * (h - kv) - 4 * b * heads * s
-    return config.layers * per_layer  # type: ignore[attr-defined]

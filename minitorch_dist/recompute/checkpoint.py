@@ -43,9 +43,7 @@ from typing import Any
 
 import torch
 
-from minitorch_dist.checks import check_int
-
-__all__ = ["CheckpointFunction", "checkpoint", "segment_checkpoint_bytes"]
+__all__ = ["CheckpointFunction", "checkpoint"]
 
 
 def _cuda_devices(tensors: Iterable[torch.Tensor]) -> list[int]:
@@ -168,25 +166,3 @@ def checkpoint(function: Callable[..., Any], *args: Any, preserve_rng_state: boo
     if not torch.is_grad_enabled():  # evaluation: nothing to save, nothing to recompute
         return function(*args)
     return CheckpointFunction.apply(function, preserve_rng_state, *args)
-
-
-def segment_checkpoint_bytes(
-    layers: int, segment: int, *, input_bytes: int, layer_bytes: int
-) -> int:
-    """Peak stored activations of a chain of ``layers`` equal layers checkpointed in segments of
-    ``segment`` consecutive layers (Chen et al. 2016, section 4).
-
-    Each of the ceil(n / k) segments keeps its input (``input_bytes``) until the backward pass
-    reaches it; the backward then recomputes one segment at a time, so the k layers of one segment
-    hold their full activations (``layer_bytes`` each) on top: ceil(n / k) x input + k x layer.
-    The sum is smallest near k = sqrt(n x input / layer): O(sqrt(n)) memory when a layer's
-    activations are as small as its input, and k = 1 (checkpoint every layer) when they are many
-    times larger, as in a transformer block.
-    """
-    check_int("layers", layers)
-    check_int("segment", segment)
-    if segment > layers:
-        raise ValueError(f"segment={segment} is longer than the chain of {layers} layers")
-    if input_bytes < 0 or layer_bytes < 0:
-        raise ValueError("input_bytes and layer_bytes must be >= 0")
-    return -(-layers // segment) * input_bytes + segment * layer_bytes
