@@ -107,7 +107,7 @@ MUTANTS_CLASSES: list[Mutant] = [
         "broadcast-skips-buffers",
         "minitorch_dist.data_parallel.naive:broadcast_parameters",
         _broadcast_parameters_only,
-        r"buffers too",
+        r"and the module.s buffers too must be copied",
     ),
     Mutant(
         "lab10.1",

@@ -49,9 +49,20 @@ def max_relative_error(model: nn.Module, grads: dict) -> float:
     )
 
 
-def assert_grads_close(model: nn.Module, grads: dict) -> None:
+def assert_grads_close(model: nn.Module, grads: dict, why: str = "") -> None:
+    """Every gradient equals the big batch's; a failure names the parameter and ``why``."""
     for name, p in model.named_parameters():
-        torch.testing.assert_close(p.grad, grads[name], rtol=1e-5, atol=1e-7, msg=name)
+        torch.testing.assert_close(
+            p.grad,
+            grads[name],
+            rtol=1e-5,
+            atol=1e-7,
+            msg=lambda m, name=name, grad=p.grad: (
+                f"{name}'s gradient is not the big batch's{why}"
+                + (": it holds NaN" if grad.isnan().any() else "")
+                + f" ({m})"
+            ),
+        )
 
 
 # -- lab04.1: the token-weighted step -------------------------------------------------------
@@ -113,8 +124,21 @@ def test_gradients_accumulate_into_existing_grads_and_nothing_steps() -> None:
     accumulation_step(model, split_micro_batches(*batch, 2))
     accumulation_step(model, split_micro_batches(*batch, 4))  # twice: twice the gradient
     for name, p in model.named_parameters():
-        torch.testing.assert_close(p.grad, 2 * grads[name], rtol=1e-5, atol=1e-7)
-        assert torch.equal(p.detach(), weights[name])
+        torch.testing.assert_close(
+            p.grad,
+            2 * grads[name],
+            rtol=1e-5,
+            atol=1e-7,
+            msg=lambda m, name=name: (
+                f"after two accumulation steps {name}'s gradient is not twice the big batch's: "
+                "the step must add into .grad (backward does), never zero it, and weigh each "
+                f"micro-batch by its real tokens over the global count ({m})"
+            ),
+        )
+        assert torch.equal(p.detach(), weights[name]), (
+            f"{name} changed: the accumulation step must not update the weights (the caller "
+            "steps the optimizer once per global batch)"
+        )
 
 
 @pytest.mark.lab04
@@ -128,7 +152,12 @@ def test_a_micro_batch_of_padding_only_contributes_nothing() -> None:
     batch = pad_ragged(inputs, targets, [16, 0, 0, 9])
     _, grads = big_batch_grads(model, batch)
     accumulation_step(model, split_micro_batches(*batch, 4))
-    assert_grads_close(model, grads)
+    assert_grads_close(
+        model,
+        grads,
+        " with two micro-batches of padding only: divide every micro-batch's token sum by the "
+        "global batch's real tokens, not by its own count (0 / 0 is NaN)",
+    )
 
 
 @pytest.mark.lab04
@@ -149,7 +178,11 @@ def test_no_sync_wraps_every_micro_batch_but_the_last() -> None:
         inside[0] = False
 
     accumulation_step(model, split_micro_batches(*ragged_batch(), 4), no_sync=no_sync)
-    assert seen == [True, True, True, False]
+    assert seen == [True, True, True, False], (
+        f"inside no_sync at each backward: {seen}, not [True, True, True, False]: every "
+        "micro-batch's backward but the last runs inside no_sync(), the last outside it, so "
+        "gradients are synchronised once per global batch"
+    )
 
 
 def test_accumulation_input_validation() -> None:

@@ -17,7 +17,9 @@ routes with the lab's router and capacity (lab10.1 and lab10.2); a stub there is
 
 from __future__ import annotations
 
+import random
 import time
+from fractions import Fraction
 
 import pytest
 import torch
@@ -93,6 +95,29 @@ def test_top_k_route_held_example_with_ties():
         f"chosen probabilities {p[[3, 2, 1]].tolist()} are kept as they are (Switch)"
     )
     torch.testing.assert_close(raw[0], p[[3, 2, 1]])
+
+
+@pytest.mark.lab10
+@pytest.mark.task("lab10.1")
+def test_top_k_route_ties_on_logits_drawn_per_run():
+    """Catches a table of the held example, or torch.topk's order for ties: on logits drawn for
+    this run from a few integers (many ties), each row's k experts are the k most probable,
+    largest first, a tie going to the lower index, and nothing left out beats them."""
+    seed = random.randrange(2**31)
+    gen = torch.Generator().manual_seed(seed)
+    experts_n, k = random.choice([(4, 2), (6, 3), (8, 2), (16, 4)])
+    logits = torch.randint(0, 3, (64, experts_n), generator=gen).float()
+    weights, experts, probs = top_k_route(logits, k)
+    for t in range(logits.shape[0]):
+        row, chosen = probs[t], experts[t].tolist()
+        # the rank of every expert: by probability, largest first, then by index
+        order = sorted(range(experts_n), key=lambda e: (-row[e].item(), e))
+        assert chosen == order[:k], (
+            f"logits {logits[t].tolist()} (seed {seed}, drawn for this run): chose experts "
+            f"{chosen}, not {order[:k]}: the k experts go in order of probability, a tie going "
+            "to the lower index (a stable sort; torch.topk makes no promise about ties)"
+        )
+    torch.testing.assert_close(weights.sum(-1), torch.ones(logits.shape[0]))
 
 
 @pytest.mark.lab10
@@ -252,6 +277,37 @@ def test_apply_capacity_held_example():
 
 @pytest.mark.lab10
 @pytest.mark.task("lab10.2")
+def test_capacity_and_drops_at_sizes_drawn_per_run():
+    """Catches a table of the values above: at sizes drawn for this run, C is the least integer
+    with C E >= T k cf (exactly: cf as its decimal), and each expert keeps its first min(count,
+    C) choices in token-major order (token 0's choices, then token 1's, ...), dropping the rest."""
+    seed = random.randrange(2**31)
+    rng = random.Random(seed)
+    tokens, experts, k = rng.randrange(1, 5000), rng.choice([2, 4, 8, 16, 64]), rng.choice([1, 2])
+    cf = rng.choice([0.5, 1.0, 1.1, 1.25, 1.3, 2.0, 0.7])
+    c = expert_capacity(tokens, experts, cf, top_k=k)
+    need = Fraction(tokens * k) * Fraction(repr(cf))
+    assert c * experts >= need and (c - 1) * experts < need, (
+        f"T = {tokens}, E = {experts}, k = {k}, cf = {cf} (seed {seed}, drawn for this run): "
+        f"capacity {c}, not the least C with C E >= T k cf; compute ceil(T k cf / E) exactly "
+        "from the arguments, not from stored cases"
+    )
+    gen = torch.Generator().manual_seed(seed)
+    n, e, cap = rng.randrange(4, 40), rng.choice([2, 3, 5]), rng.randrange(0, 8)
+    indices = torch.stack([torch.randperm(e, generator=gen)[:2] for _ in range(n)])
+    keep = apply_capacity(indices, e, cap)
+    for expert in range(e):
+        mine = keep[indices == expert].tolist()  # this expert's choices, token-major
+        count = len(mine)
+        assert mine == [True] * min(count, cap) + [False] * max(count - cap, 0), (
+            f"indices {indices.tolist()}, C = {cap} (seed {seed}, drawn for this run): expert "
+            f"{expert}'s choices kept {mine}; it keeps its first min(count, C) choices in "
+            "token-major order (first come, first served), and drops the rest"
+        )
+
+
+@pytest.mark.lab10
+@pytest.mark.task("lab10.2")
 def test_block_drops_equal_the_capacity_rule():
     """The single-process MoEBlock with cf = 1 on a skewed batch drops exactly what
     ``apply_capacity(indices, E, expert_capacity(T, E, cf, k))`` drops; a token whose every
@@ -271,8 +327,14 @@ def test_block_drops_equal_the_capacity_rule():
     c = expert_capacity(12, 4, 1.0, top_k=2)
     assert c == 6
     want = apply_capacity(block.last_expert_indices, 4, c)
-    assert torch.equal(block.last_keep, want)
-    assert want[:6].all() and not want[6:8].any() and want[8:].all()  # 6, 7 lose both
+    assert torch.equal(block.last_keep, want), (
+        f"the block kept {block.last_keep.int().tolist()}, apply_capacity keeps "
+        f"{want.int().tolist()}: the block must drop with the lab's rule"
+    )
+    assert want[:6].all() and not want[6:8].any() and want[8:].all(), (
+        f"tokens 0-7 all choose experts 0 and 1 with C = 6: tokens 0-5 must keep both choices "
+        f"and 6, 7 lose both (first come, first served), 8-11 keep theirs; kept {want.int().tolist()}"
+    )
     assert torch.equal(y[6:8], torch.zeros(2, 8, dtype=torch.float64))
 
 

@@ -229,10 +229,19 @@ def test_fake_measurement_equals_closed_form(dtype: torch.dtype, nbytes: int) ->
     got = measure_step_fake(SMALL, seq_len=128, micro_batch=2, dtype=dtype)
     n = SMALL.num_params()
     assert got["num_params"] == n
-    assert got["params"] == got["grads"] == nbytes * n
-    assert got["optimizer"] - 4 * (9 * SMALL.layers + 3) == 2 * nbytes * n  # m, v; step counters
-    assert got["activations"] == llama_activation_bytes(
-        SMALL, seq_len=128, micro_batch=2, dtype_bytes=nbytes
+    assert got["params"] == got["grads"] == nbytes * n, (
+        f"measured params {got['params']} and grads {got['grads']} bytes, not {nbytes} x {n}: "
+        "storages made on fake tensors (the model's, then backward's gradients) were not filed"
+    )
+    optimizer = got["optimizer"] - 4 * (9 * SMALL.layers + 3)  # less the step counters
+    assert optimizer == 2 * nbytes * n, (
+        f"measured {optimizer} bytes of Adam's m and v, not 2 x {nbytes} x {n}: storages made "
+        "inside the optimizer step were not filed as optimizer"
+    )
+    want = llama_activation_bytes(SMALL, seq_len=128, micro_batch=2, dtype_bytes=nbytes)
+    assert got["activations"] == want, (
+        f"measured {got['activations']} bytes of activations, not the closed form's {want}: "
+        "storages made while autograd records (the forward) are activations, each counted once"
     )
 
 
@@ -243,8 +252,13 @@ def test_fake_recompute_policies() -> None:
     """Catches checkpointing that does not reduce stored activations as the estimate says."""
     for recompute in ("selective", "full"):
         got = measure_step_fake(SMALL, seq_len=128, micro_batch=2, recompute=recompute)
-        assert got["activations"] == llama_activation_bytes(
+        want = llama_activation_bytes(
             SMALL, seq_len=128, micro_batch=2, dtype_bytes=4, recompute=recompute
+        )
+        assert got["activations"] == want, (
+            f"recompute={recompute!r}: measured {got['activations']} bytes of activations, not "
+            f"the closed form's {want}: the tracker must file the storages the checkpointed "
+            "forward keeps, and only those"
         )
 
 

@@ -231,10 +231,22 @@ def test_gpipe_makespan_is_the_bubble_formula(pp, m, tf, tb):
     long): GPipe takes (m + p - 1)(t_F + t_B); the idle share is (p - 1) / (m + p - 1) and
     idle over work (p - 1) / m; m micro-batches alive on every rank."""
     result = simulate(make_schedule("gpipe", pp, m), tf, tb)
-    assert result.makespan == pytest.approx((m + pp - 1) * (tf + tb))
+    want = (m + pp - 1) * (tf + tb)
+    assert result.makespan == pytest.approx(want), (
+        f"GPipe, p = {pp}, m = {m}, t_F = {tf}, t_B = {tb}: makespan {result.makespan}, not "
+        f"(m + p - 1)(t_F + t_B) = {want}: "
+        + (
+            "too short, an action started before its input arrived or its rank was free"
+            if result.makespan < want
+            else "too long, an action waited for more than its input and its rank"
+        )
+    )
     assert result.bubble == pytest.approx(bubble_share(pp, m))
     assert result.idle_over_ideal == pytest.approx(bubble_fraction(pp, m))
-    assert result.peak_in_flight == [m] * pp
+    assert result.peak_in_flight == [m] * pp, (
+        f"GPipe keeps all m = {m} micro-batches alive on every rank, measured "
+        f"{result.peak_in_flight}: an activation lives from the end of its F to the end of its B"
+    )
 
 
 @pytest.mark.lab09

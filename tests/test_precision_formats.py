@@ -9,6 +9,7 @@ with torch's rounding cast.
 from __future__ import annotations
 
 import math
+import random
 
 import pytest
 import torch
@@ -16,6 +17,7 @@ import torch
 from minitorch_dist.precision import (
     FORMATS,
     Fields,
+    FloatFormat,
     bits_to_fields,
     decode,
     encode,
@@ -163,9 +165,51 @@ def test_fp32_and_tf32_round_trip() -> None:
         assert same(decode(bits_to_fields(bits, "fp32"), "fp32"), x)
         if not math.isnan(x):
             assert fields_to_bits(encode(x, "fp32"), "fp32") == bits
-    assert encode(1.0 + 2.0**-10, "tf32") == Fields(0, 127, 1)
-    assert decode(encode(1.0 + 2.0**-11, "tf32"), "tf32") == 1.0  # a tie: to even
-    assert decode(encode(3e38, "tf32"), "tf32") == round(3e38 / 2.0**117) * 2.0**117  # 2^(127-10)
+    got = encode(1.0 + 2.0**-10, "tf32")
+    assert got == Fields(0, 127, 1), f"tf32 encodes 1 + 2^-10 as {got}, not (0, 127, 1)"
+    got = decode(encode(1.0 + 2.0**-11, "tf32"), "tf32")
+    assert got == 1.0, f"1 + 2^-11 is a tie in tf32: it rounds to even (1.0), not to {got}"
+    want = round(3e38 / 2.0**117) * 2.0**117  # tf32's spacing there: 2^(127 - 10)
+    got = decode(encode(3e38, "tf32"), "tf32")
+    assert got == want, (
+        f"3e38 in tf32 is {got!r}, not the nearest tf32 value {want!r}: round the dropped "
+        "mantissa bits to the nearest (ties to even), do not cut them off"
+    )
+
+
+@pytest.mark.lab02
+@pytest.mark.task("lab02.1")
+def test_a_format_torch_does_not_have_drawn_per_run() -> None:
+    """Catches an encoder or decoder that hands the work to torch's casts (or a table of torch's
+    answers): in a format drawn for this run, one torch has no dtype for, every finite pattern
+    decodes to (1 + m / 2^M) 2^(e - B) (0.m 2^(1 - B) when e = 0), the values grow with the
+    pattern, and each encodes back to its own pattern; a value halfway between two neighbours
+    goes to the one with the even mantissa."""
+    e_bits, m_bits = random.randrange(2, 7), random.randrange(1, 6)
+    f = FloatFormat(f"e{e_bits}m{m_bits}", e_bits, m_bits, True, False, None)
+    where = f"in E{e_bits}M{m_bits} (drawn for this run; bias B = {f.bias}, no torch dtype)"
+    values = []
+    for e in range(2**e_bits - 1):  # the all-ones exponent is inf or NaN
+        for m in range(2**m_bits):
+            value = decode((0, e, m), f)
+            if e == 0:
+                want = m * 2.0 ** (1 - f.bias - m_bits)
+            else:
+                want = (1 + m / 2**m_bits) * 2.0 ** (e - f.bias)
+            assert value == want, f"{where}: (0, {e}, {m}) decodes to {value!r}, not {want!r}"
+            assert encode(value, f) == Fields(0, e, m), (
+                f"{where}: {value!r} encodes to {encode(value, f)}, not its own pattern "
+                f"(0, {e}, {m})"
+            )
+            values.append(value)
+    for (e, lo), hi in zip(enumerate(values[:-1]), values[1:]):
+        mid = (lo + hi) / 2
+        got = decode(encode(mid, f), f)
+        even = lo if e % 2 == 0 else hi  # the pattern index's last bit is the mantissa's
+        assert got == even, (
+            f"{where}: {mid!r}, halfway between {lo!r} and {hi!r}, encodes to {got!r}, not "
+            f"{even!r}: a tie goes to the neighbour with the even mantissa"
+        )
 
 
 @pytest.mark.lab02

@@ -96,9 +96,14 @@ def test_growth_stops_before_fp32_overflow() -> None:
     """Catches a scale that grows to inf: GradScaler keeps S finite in fp32."""
     scaler = DynamicLossScaler(init_scale=2.0**127, growth_interval=1)
     scaler.update(False)
-    assert scaler.get_scale() == 2.0**127
+    assert scaler.get_scale() == 2.0**127, (
+        f"after a good step at S = 2^127 the scale is {scaler.get_scale()}: growing it by 2 "
+        "overflows fp32 (inf); the scale grows only while S x growth_factor stays finite"
+    )
     scaler.update(True)
-    assert scaler.get_scale() == 2.0**126
+    assert scaler.get_scale() == 2.0**126, (
+        f"an overflow at S = 2^127 gives {scaler.get_scale()}, not 2^126 (backoff_factor 0.5)"
+    )
 
 
 @pytest.mark.lab02

@@ -116,7 +116,11 @@ def test_checkpoint_stores_only_its_inputs() -> None:
         before = sum(tracker.current().values())
         y = checkpoint(mlp, x)
         kept = sum(tracker.current().values()) - before
-    assert kept == y.numel() * F32  # nothing inside the MLP
+    assert kept == y.numel() * F32, (  # nothing inside the MLP
+        f"the checkpointed forward left {kept} bytes alive, not only its output's "
+        f"{y.numel() * F32}: it recorded the inside of the function; run it under "
+        "torch.no_grad() and save only the inputs for backward"
+    )
     with MemoryTracker(mlp) as tracker:
         tracker.track(x, "other")
         before = sum(tracker.current().values())
@@ -139,9 +143,15 @@ def test_backward_reruns_the_forward_exactly_once() -> None:
 
     x = torch.randn(4, 8, requires_grad=True)
     y = checkpoint(f, x)
-    assert calls == [False]  # the forward recorded nothing
+    assert calls == [False], (  # the forward recorded nothing
+        f"the function ran {len(calls)} time(s) in the checkpointed forward, grad enabled "
+        f"{calls}: it must run once, under torch.no_grad(), recording nothing"
+    )
     y.sum().backward()
-    assert calls == [False, True]  # the recomputation recorded the graph
+    assert calls == [False, True], (  # the recomputation recorded the graph
+        f"grad enabled in each run of the function: {calls}, not [False, True]: backward must "
+        "rerun it exactly once, with grad enabled, to rebuild the graph it differentiates"
+    )
     assert w.grad is not None and x.grad is not None
 
 
@@ -260,8 +270,13 @@ def test_full_policy_wraps_every_block_and_keeps_gradients() -> None:
     model = Llama(TINY)
     batch = synthetic_batch(TINY.vocab_size, 2, 32)
     names = assert_same_step(model, "full", batch)
-    assert names == [f"layers.{i}" for i in range(TINY.layers)]
-    assert checkpointed_modules(model) == names
+    want = [f"layers.{i}" for i in range(TINY.layers)]
+    assert names == want, f"the full policy wrapped {names}, not every Block {want}"
+    assert checkpointed_modules(model) == names, (
+        f"apply_activation_checkpointing returned {names} but the model has "
+        f"{checkpointed_modules(model)} checkpointed: each picked module's forward must be "
+        "replaced by one that runs it under checkpoint"
+    )
 
 
 @pytest.mark.lab03
@@ -275,7 +290,16 @@ def test_full_recomputation_stores_the_block_inputs_only() -> None:
         expected = llama_activation_bytes(
             TINY, seq_len=seq, micro_batch=b, dtype_bytes=F32, recompute="full"
         )
-        assert ours["activations"] == theirs["activations"] == expected
+        assert ours["activations"] == theirs["activations"] == expected, (
+            f"s = {seq}, b = {b}: full recomputation stores {ours['activations']} bytes, torch's "
+            f"checkpoint {theirs['activations']}, the closed form {expected}: "
+            + (
+                "more means a block is not checkpointed (its inside is stored) or an input is "
+                "stored twice"
+                if ours["activations"] > expected
+                else "less means something the backward needs was not stored"
+            )
+        )
 
 
 @pytest.mark.lab03
@@ -290,9 +314,12 @@ def test_each_block_runs_its_forward_twice_per_step() -> None:
         block.attn.register_forward_hook(lambda *_, i=i: calls.append(f"block {i}"))
     inputs, targets = synthetic_batch(TINY.vocab_size, 2, 16)
     loss = cross_entropy(model(inputs), targets)
-    assert calls == ["block 0", "block 1"]
+    assert calls == ["block 0", "block 1"], f"the forward ran {calls}, not each block once"
     loss.backward()
-    assert calls == ["block 0", "block 1", "block 1", "block 0"]  # backward goes last to first
+    assert calls == ["block 0", "block 1", "block 1", "block 0"], (  # backward: last to first
+        f"forward and backward ran {calls}: in backward each checkpointed block must run its "
+        "forward again (last block first); the policy was applied but nothing recomputes"
+    )
 
 
 @pytest.mark.lab03

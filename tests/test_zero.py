@@ -352,12 +352,19 @@ def test_bytes_sent_per_step_are_2_or_3_psi(stage, world_size):
     out = launch(_comm, world_size, stage)[0]
     k = out["units"]
     passes = 2 if stage < 3 else 3
-    assert out["calls"] == {"reduce_scatter": k, "all_gather": (passes - 1) * k}
+    want_calls = {"reduce_scatter": k, "all_gather": (passes - 1) * k}
+    assert out["calls"] == want_calls, (
+        f"ZeRO-{stage} on {world_size} ranks called {out['calls']} per step, not {want_calls} "
+        f"({k} units): each unit's gradient is reduce-scattered once (an all-reduce sends twice "
+        "the bytes and leaves every rank the whole gradient), and its parameters all-gathered "
+        + ("once after the update" if stage < 3 else "before forward and again before backward")
+    )
     psi_bytes = F32 * out["padded"]  # Psi rounded up to whole shards
-    assert (
-        out["sent"]
-        == out["expected"]
-        == passes * collective_bytes("all_gather", psi_bytes, world_size)
+    want = passes * collective_bytes("all_gather", psi_bytes, world_size)
+    assert out["sent"] == out["expected"] == want, (
+        f"ZeRO-{stage} on {world_size} ranks sent {out['sent']} bytes per step (the tracker "
+        f"expects {out['expected']}), not {passes} (N - 1)/N Psi = {want}: more means a "
+        "collective too many or the whole gradient reduced, less a gather skipped"
     )
 
 
@@ -388,9 +395,17 @@ def test_offload_moves_the_optimizer_states_to_cpu_memory():
     n = 4
     out = launch(_held, n, 2, True)[0]
     shard = sum(s for _, s in out["units"])
-    assert out["held"]["optimizer"] == 0
-    assert out["held"]["offloaded"] == 3 * F32 * shard + 4 * len(out["units"])
-    assert out["devices"] == ["cpu"]
+    assert out["held"]["optimizer"] == 0, (
+        f"the device holds {out['held']['optimizer']} optimizer bytes: with offload, Adam's m "
+        "and v (and the fp32 master) live in CPU memory, none on the device"
+    )
+    want = 3 * F32 * shard + 4 * len(out["units"])
+    assert out["held"]["offloaded"] == want, (
+        f"the CPU holds {out['held']['offloaded']} bytes, not 12 bytes per shard element "
+        f"(fp32 master, m, v) plus a step counter per unit = {want}: the fp32 master copy or "
+        "a state is missing"
+    )
+    assert out["devices"] == ["cpu"], f"optimizer states on {out['devices']}, not the CPU"
     predicted = model_state_bytes(
         UNEVEN.num_params(), zero_stage=2, dp=n, recipe="fp32", offload=True
     )
