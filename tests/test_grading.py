@@ -484,3 +484,19 @@ def test_a_multi_rank_failure_shows_the_students_line_not_the_launchers(tmp_path
     assert re.search(
         r"rank 0: \S*course_pkg/work\.py:1[56] in spin: ", tests["test_b_ranks_never_end"]
     )
+
+
+@instructor_only
+def test_the_instructors_guide_lists_the_points_of_every_task() -> None:
+    """Catches a points table typed by hand or left stale: instructors.md holds the table that
+    the graded tests and the lab notebooks give today, and it names every task, the notebook
+    exercises (no points on Gradescope) included."""
+    from minitorch_dist.course.points import BEGIN, END, current_table, notebook_tasks
+
+    table = current_table(ROOT)
+    guide = (ROOT / "instructors.md").read_text()
+    assert f"{BEGIN}\n\n{table}\n{END}" in guide, "run python -m minitorch_dist.course.points"
+    tasks = set(_solution_tasks(ROOT)) | set(notebook_tasks(ROOT))
+    assert len(tasks) > 60 and set(notebook_tasks(ROOT)) - set(_solution_tasks(ROOT))
+    missing = [t for t in sorted(tasks) if not re.search(rf"\b{re.escape(t)}\b", table)]
+    assert not missing, missing

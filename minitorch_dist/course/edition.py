@@ -186,9 +186,17 @@ files.download("/content/course/submission_{"_".join(chosen)}.zip")`.
         if autograded
         else ""
     )
+    in_package = [t for t in tasks if t not in notebook_tasks]
+    exercises = [t for t in tasks if t in notebook_tasks]
+    your_tasks = f"Your tasks: {', '.join(in_package or tasks)}" + (
+        f"; and the notebook exercises {', '.join(exercises)}, which check themselves in their "
+        "notebook" + (" and carry no points on Gradescope" if autograded else "")
+        if exercises and in_package
+        else ""
+    )
     return f"""# Your edition of the course: {", ".join(chosen)}
 
-Your tasks: {", ".join(tasks)}. Each is a function body in the package (`minitorch_dist/`) or in
+{your_tasks}. Each is a function body in the package (`minitorch_dist/`) or in
 a lab notebook that raises `NotImplementedError("labNN.k: ...")`: replace the `raise` with your
 code. Signatures, docstrings and input checks are given; the chapters explain what to write.
 
