@@ -12,6 +12,7 @@ import subprocess
 import sys
 import tempfile
 import textwrap
+import time
 import zipfile
 from pathlib import Path
 
@@ -428,6 +429,59 @@ def test_an_endless_loop_costs_its_tests_not_the_results(course: dict) -> None:
     assert all(f"not run: lab00.1 timed out in {name}" in t["output"] for t in others), [
         t["output"][:200] for t in others
     ]
+
+
+@pytest.fixture(scope="module")
+def assignment(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """An edition of lab 2 (four tasks, 38 graded tests; lab02.3's optimizer calls lab02.2's
+    loss scaler) and its autograder bundle."""
+    base = tmp_path_factory.mktemp("lab02")
+    edition, bundle = base / "edition", base / "autograder.zip"
+    make_release(ROOT, edition, labs=["lab02"], autograder=bundle)
+    return {"base": base, "edition": edition, "bundle": bundle}
+
+
+_NEVER_ENDS = (
+    "        while inv_scale > 0:  # the mistake: never ends\n            found_inf = False\n"
+)
+
+
+@pytest.mark.slow
+def test_an_endless_loop_in_one_task_costs_that_task_alone(assignment: dict) -> None:
+    """Catches a submission whose endless loop in one task (lab02.2's unscale_) costs the
+    per-test limit (60 s) in every test that calls it: the whole lab is graded in under five
+    minutes, lab02.2's first test names the student's line and its other tests fail at once
+    naming it, lab02.3's tests that call the loss scaler report "needs lab02.2 first", and the
+    other tasks score what the correct files score (all their tests)."""
+    files = _submit_instructors_files(assignment)
+    rel, anchor = "minitorch_dist/precision/loss_scaling.py", "        for g in grads:\n"
+    assert files[rel].count(anchor) == 1
+    files[rel] = files[rel].replace(anchor, _NEVER_ENDS + anchor)
+    start = time.monotonic()
+    results = _run_autograder(_gradescope(assignment, "endless", files))
+    seconds = time.monotonic() - start
+    print(f"lab 2 with an endless loop in lab02.2 graded in {seconds:.0f} s")
+    print(results["output"])
+    by_task: dict[str, list[dict]] = {}
+    for t in results["tests"]:
+        by_task.setdefault(t["number"], []).append(t)
+    assert sorted(by_task) == ["lab02.1", "lab02.2", "lab02.3", "lab02.4"]
+    for task in ("lab02.1", "lab02.4"):
+        failed = [t["output"][:300] for t in by_task[task] if t["status"] != "passed"]
+        assert not failed, f"{task} lost points to lab02.2's loop: {failed}"
+    stuck = [t for t in by_task["lab02.2"] if t["output"].startswith("timed out: ran past 60 s")]
+    assert len(stuck) == 1, [t["output"][:200] for t in by_task["lab02.2"]]
+    assert (
+        f" at {rel}:" in stuck[0]["output"]
+        and "in unscale_: while inv_scale > 0" in (stuck[0]["output"])
+    ), stuck[0]["output"][:500]
+    name = stuck[0]["name"].split("::")[-1]
+    others = [t["output"] for t in by_task["lab02.2"] if t is not stuck[0]]
+    assert others and all(o.startswith(f"not run: lab02.2 timed out in {name}") for o in others)
+    mixed = [t["output"] for t in by_task["lab02.3"] if t["status"] != "passed"]
+    assert mixed, "lab02.3's optimizer calls the loss scaler"
+    assert all(o.startswith("needs lab02.2 first") for o in mixed), [o[:300] for o in mixed]
+    assert seconds < 300, f"{seconds:.0f} s: one stuck task must not cost every test the limit"
 
 
 def test_the_editions_texts_speak_of_its_own_labs_and_stubs(course: dict) -> None:
