@@ -201,7 +201,7 @@ def main() -> None:
             title=f"Tiny Llama, {args.experts} experts, top-{args.top_k}, "
             f"ep={args.world_size}: load imbalance per step",
         )
-        fig.savefig(args.figure, dpi=80)
+        fig.savefig(args.figure, dpi=100)  # the column width: shown at its size or a little less
         print(f"wrote {args.figure}")
 
 
