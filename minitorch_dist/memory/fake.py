@@ -31,7 +31,7 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 
 from minitorch_dist.checks import check_choice, check_int
 from minitorch_dist.memory.estimate import OPTIMIZERS, RECOMPUTE
-from minitorch_dist.memory.track import measure_step
+from minitorch_dist.memory.measure import measure_step
 from minitorch_dist.models.checkpointing import apply_torch_checkpointing
 
 

@@ -37,7 +37,6 @@ tracker counts tensor bytes, the caching allocator rounds each block up to 512 b
 from __future__ import annotations
 
 import weakref
-from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -239,45 +238,3 @@ class MemoryTracker(TorchDispatchMode):
         self.timeline.append((self._ops, self.phase, dict(self._bytes)))
         # END SOLUTION
         return out
-
-
-def measure_step(
-    model: torch.nn.Module,
-    optimizer: Any,
-    batch: tuple[torch.Tensor, torch.Tensor] | Callable[[], tuple[torch.Tensor, torch.Tensor]],
-    loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None = None,
-) -> dict[str, Any]:
-    """Run one training step under a :class:`MemoryTracker` and return where the memory went.
-
-    ``batch`` is ``(inputs, targets)`` or a function returning them (called inside the tracker,
-    so the batch is counted under ``other``); ``loss_fn(model(inputs), targets)`` defaults to the
-    Llama's ``cross_entropy``. Does not zero the grads: call ``optimizer.zero_grad()`` between
-    steps as usual. Returns the breakdown after ``forward`` (the loss computed), after
-    ``backward`` and after ``optimizer`` (the step), plus ``peak``, ``peak_total``, ``timeline``
-    and ``cuda``.
-    """
-    if loss_fn is None:
-        from minitorch_dist.models import cross_entropy as loss_fn
-    result: dict[str, Any] = {}
-    with MemoryTracker(model, optimizer) as tracker:
-        with torch.no_grad():  # making data is not part of the forward pass
-            inputs, targets = batch() if callable(batch) else batch
-        tracker.mark("forward")
-        # the logits die inside this line: only what autograd saved stays alive
-        loss = loss_fn(model(inputs), targets)
-        result["forward"] = tracker.current()
-        tracker.mark("backward")
-        loss.backward()
-        del loss
-        result["backward"] = tracker.current()
-        tracker.mark("optimizer")
-        optimizer.step()
-        result["optimizer"] = tracker.current()
-        tracker.mark("idle")
-    result.update(
-        peak=tracker.peak(),
-        peak_total=tracker.peak_total,
-        timeline=tracker.timeline,
-        cuda=dict(tracker.cuda),
-    )
-    return result

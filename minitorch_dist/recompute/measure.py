@@ -27,7 +27,7 @@ from torch import nn
 from torch._subclasses.fake_tensor import FakeTensorMode
 
 from minitorch_dist.checks import check_choice, check_int
-from minitorch_dist.memory.track import measure_step
+from minitorch_dist.memory.measure import measure_step
 from minitorch_dist.models import Llama, LlamaConfig, cross_entropy, synthetic_batch
 from minitorch_dist.models.checkpointing import apply_torch_checkpointing
 from minitorch_dist.recompute.attention import use_attention
