@@ -6,9 +6,11 @@
 :mod:`minitorch_dist.reference` runs the two sides (and re-exports these names); this module says
 whether they agree: by name, shape, and value within :data:`EXACT` (fp64: only the order of
 additions differs) or :data:`TIGHT` (fp32), taking only the part a rank holds (:class:`Shard`).
-A :class:`Run` is what one process recorded. :func:`scale_mistake` names a gradient that is
-right but for a factor (summed, not averaged, over ranks; an accumulation that overwrote instead
-of adding).
+A :class:`Run` is what one process recorded. :func:`compare_runs` compares every rank's run with
+the reference's, tensor by tensor, as a :class:`Holding` says the technique's ranks hold it (their
+part of the outputs, their shards, which parameters); each technique's ``compare_with_reference``
+is that call on its runs. :func:`scale_mistake` names a gradient that is right but for a factor
+(summed, not averaged, over ranks; an accumulation that overwrote instead of adding).
 """
 
 from __future__ import annotations
@@ -22,10 +24,12 @@ __all__ = [
     "EXACT",
     "TIGHT",
     "Comparison",
+    "Holding",
     "Run",
     "Shard",
     "assert_runs_match",
     "compare",
+    "compare_runs",
     "scale_mistake",
 ]
 
@@ -33,7 +37,7 @@ __all__ = [
 EXACT = {"rtol": 1e-10, "atol": 1e-12}
 TIGHT = {"rtol": 1e-5, "atol": 2e-6}  # fp32: the rounding of a sum in another order
 
-# what the model-parallel comparisons (tensor, context, expert parallelism) train by default
+CHECKS = ("losses", "outputs", "grads", "weights")
 
 
 @dataclass
@@ -59,6 +63,21 @@ class Shard:
 
     def of(self, full: torch.Tensor) -> torch.Tensor:
         return full.chunk(self.parts, dim=self.dim)[self.index]
+
+
+@dataclass(frozen=True)
+class Holding:
+    """How a technique's ranks hold what the single process computed, for :func:`compare_runs`."""
+
+    # rank -> the Shard of the reference's outputs it computed (None: outputs not compared)
+    outputs: Callable[[int], Shard | None] | None = None
+    # rank -> the Shards of the gradients and weights it holds, by name (None: whole tensors)
+    shards: Callable[[int], Mapping[str, Shard]] | None = None
+    # "mean": each rank's loss is its slice's, their mean the reference's (a split batch);
+    # "each": every rank's loss is the reference's (the whole batch); "none": not compared
+    losses: str = "mean"
+    # "all": every rank holds every parameter; "some": each rank some, together all of them
+    names: str = "all"
 
 
 @dataclass
@@ -113,11 +132,80 @@ def _tolerance_for(run: Run) -> Mapping[str, float]:
     return EXACT if dtypes == {torch.float64} else TIGHT
 
 
+def compare_runs(
+    runs: Sequence[Run | None],
+    reference: Run,
+    *,
+    holding: Holding = Holding(),
+    check: Sequence[str] = CHECKS,
+    tolerance: Mapping[str, float] | None = None,
+) -> list[Comparison | None]:
+    """Per rank, a :class:`Comparison` of its :class:`Run` with the single-process ``reference``
+    (None for a rank that returned None), with errors named ``loss <k>`` (step k), ``outputs``,
+    ``grad <name>`` (the first step) and ``weight <name>`` (after the last step), each taken as
+    ``holding`` says the rank holds it. With ``tolerance`` (keyword arguments of
+    ``torch.testing.assert_close``; the losses always :data:`TIGHT`) a mismatch raises an
+    AssertionError naming the rank and tensor; without, the errors are only measured. With
+    ``holding.names == "some"``, the ranks must hold every parameter between them
+    (AssertionError otherwise)."""
+    present = [(r, run) for r, run in enumerate(runs) if run is not None]
+    loss_tol = TIGHT if tolerance is not None else None
+    want_losses = torch.tensor(reference.losses, dtype=torch.float64)
+    if "losses" in check and holding.losses == "mean":
+        mean = torch.tensor([run.losses for _, run in present], dtype=torch.float64).mean(0)
+        mean_errors = _loss_errors(mean, want_losses, loss_tol, "")
+    results: list[Comparison | None] = [None] * len(runs)
+    for rank, run in present:
+        label, errors = f"rank {rank}, ", {}
+        if "losses" in check and holding.losses == "mean":
+            errors |= mean_errors
+        elif "losses" in check and holding.losses == "each":
+            ours = torch.tensor(run.losses, dtype=torch.float64)
+            errors |= _loss_errors(ours, want_losses, loss_tol, label)
+        if "outputs" in check and (holding.outputs is not None or len(runs) == 1):
+            shard = holding.outputs(rank) if holding.outputs is not None else None
+            errors |= compare(
+                {"outputs": run.outputs},
+                {"outputs": reference.outputs},
+                tolerance=tolerance,
+                shards={"outputs": shard} if shard else None,
+                label=label,
+            ).errors
+        shards = holding.shards(rank) if holding.shards is not None else None
+        for kind, key, ours, full in (
+            ("grads", "grad", run.grads, reference.grads),
+            ("weights", "weight", run.weights, reference.weights),
+        ):
+            if kind not in check:
+                continue
+            want = full if holding.names == "all" else {n: full[n] for n in ours if n in full}
+            where = label + ("gradient of " if kind == "grads" else "weight ")
+            found = compare(ours, want, shards=shards, tolerance=tolerance, label=where).errors
+            errors |= {f"{key} {n}": e for n, e in found.items()}
+        results[rank] = Comparison(errors)
+    if holding.names == "some":
+        kind = "grads" if "grads" in check else "weights"
+        held = {n for _, run in present for n in getattr(run, kind)}
+        if held != set(getattr(reference, kind)):
+            model = sorted(getattr(reference, kind))
+            raise AssertionError(f"the ranks hold {sorted(held)}, the model has {model}")
+    return results
+
+
+def _loss_errors(
+    ours: torch.Tensor, want: torch.Tensor, tolerance: Mapping[str, float] | None, label: str
+) -> dict[str, float]:
+    """``loss <k>``: the error of step k's loss (asserted within ``tolerance`` if given)."""
+    if tolerance is not None:
+        torch.testing.assert_close(ours, want, **tolerance, msg=lambda m: f"{label}losses: {m}")
+    return {f"loss {k}": abs(a - b) for k, (a, b) in enumerate(zip(ours.tolist(), want.tolist()))}
+
+
 def assert_runs_match(
     runs: Sequence[Run | None],
     reference: Run,
     *,
-    check: Sequence[str] = ("losses", "outputs", "grads", "weights"),
+    check: Sequence[str] = CHECKS,
     outputs: Callable[[int], Shard | None] | None = None,
     shards: Callable[[int], Mapping[str, Shard]] | None = None,
     tolerance: Mapping[str, float] | None = None,
@@ -129,46 +217,10 @@ def assert_runs_match(
     gives the :class:`Shard` of the reference's outputs that rank computed (default: none
     compared unless ``world_size == 1``); ``shards(rank)`` the shards of gradients and weights
     (default: full tensors). ``tolerance`` defaults to :data:`EXACT` in fp64, :data:`TIGHT`
-    otherwise.
+    otherwise. :func:`compare_runs` with ``Holding(outputs, shards)``.
     """
     tol = tolerance if tolerance is not None else _tolerance_for(reference)
-    present = [(r, run) for r, run in enumerate(runs) if run is not None]
-    if "losses" in check:
-        mean = torch.tensor([run.losses for _, run in present], dtype=torch.float64).mean(0)
-        torch.testing.assert_close(
-            mean,
-            torch.tensor(reference.losses, dtype=torch.float64),
-            **TIGHT,
-            msg=lambda m: f"losses: {m}",
-        )
-    for rank, run in present:
-        label = f"rank {rank}, "
-        if "outputs" in check and (outputs is not None or len(runs) == 1):
-            shard = outputs(rank) if outputs is not None else None
-            compare(
-                {"outputs": run.outputs},
-                {"outputs": reference.outputs},
-                tolerance=tol,
-                shards={"outputs": shard} if shard else None,
-                label=label,
-            )
-        rank_shards = shards(rank) if shards is not None else None
-        if "grads" in check:
-            compare(
-                run.grads,
-                reference.grads,
-                shards=rank_shards,
-                tolerance=tol,
-                label=label + "gradient of ",
-            )
-        if "weights" in check:
-            compare(
-                run.weights,
-                reference.weights,
-                shards=rank_shards,
-                tolerance=tol,
-                label=label + "weight ",
-            )
+    compare_runs(runs, reference, holding=Holding(outputs, shards), check=check, tolerance=tol)
 
 
 def scale_mistake(

@@ -13,10 +13,11 @@ The recipe, the same for data parallelism, ZeRO and the model-parallel chapters:
    trains it on its part of each batch: :func:`batch_slice` (data parallelism: rows
    ``r * gbs / N`` to ``(r + 1) * gbs / N``) or the whole batch (tensor parallelism), through the
    same :func:`run_training` loop.
-4. :func:`compare` checks, per tensor, the first step's outputs, every parameter's gradient of
-   the first step (or the slice of it a rank holds: :class:`Shard`) and the weights after the
-   last step. In fp64 the only difference is the order of additions, so the tolerance is
-   :data:`EXACT`; in fp32 it is :data:`TIGHT` (callers may pass their own).
+4. :func:`compare_runs` (or :func:`assert_runs_match`, which raises) checks, per tensor, the
+   first step's outputs, every parameter's gradient of the first step (or the slice of it a rank
+   holds: :class:`Shard`) and the weights after the last step. In fp64 the only difference is the
+   order of additions, so the tolerance is :data:`EXACT`; in fp32 it is :data:`TIGHT` (callers
+   may pass their own).
 
 Why equal slices give the reference's gradient: the loss is a mean over tokens, and each rank
 divides its micro-batches' losses by ``grad_acc``; the mean over ranks of equal-sized slices'
@@ -37,10 +38,12 @@ from minitorch_dist.comparison import (
     EXACT,
     TIGHT,
     Comparison,
+    Holding,
     Run,
     Shard,
     assert_runs_match,
     compare,
+    compare_runs,
     scale_mistake,
 )
 from minitorch_dist.models.configs import LlamaConfig
@@ -53,12 +56,14 @@ __all__ = [
     "TINY",
     "Batch",
     "Comparison",
+    "Holding",
     "Run",
     "Shard",
     "assert_runs_match",
     "adamw",
     "batch_slice",
     "compare",
+    "compare_runs",
     "full_cross_entropy",
     "make_batches",
     "param_grads",

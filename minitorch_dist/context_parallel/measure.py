@@ -31,9 +31,10 @@ from minitorch_dist.models import Llama, LlamaConfig
 from minitorch_dist.reference import (  # TINY, full_cross_entropy: importable here too
     TINY,
     Comparison,
+    Holding,
     Run,
     adamw,
-    compare,
+    compare_runs,
     full_cross_entropy,
     make_batches,
     reference_run,
@@ -132,21 +133,9 @@ def compare_with_reference(cp: int, **kwargs: Any) -> list[Comparison]:
     last step). In fp64 every error is about 1e-16."""
     runs, ref = cp_runs(cp, **kwargs)
     layout = kwargs.get("layout", "zigzag")
-    mean = torch.tensor([r.losses for r in runs], dtype=torch.float64).mean(0)
-    results = []
-    for rank, run in enumerate(runs):
-        errors = {
-            f"loss {k}": abs(a - b) for k, (a, b) in enumerate(zip(mean.tolist(), ref.losses))
-        }
-        errors |= compare(
-            {"outputs": run.outputs},
-            {"outputs": ref.outputs},
-            shards={"outputs": LayoutShard(rank, cp, layout)},
-        ).errors
-        errors |= {f"grad {n}": e for n, e in compare(run.grads, ref.grads).errors.items()}
-        errors |= {f"weight {n}": e for n, e in compare(run.weights, ref.weights).errors.items()}
-        results.append(Comparison(errors))
-    return results
+    # each rank's tokens: its loss a share of the mean, its logits the layout's shard of them
+    holding = Holding(outputs=lambda rank: LayoutShard(rank, cp, layout))
+    return compare_runs(runs, ref, holding=holding)
 
 
 # -- attention alone: inputs, bytes, work, memory and time ----------------------------------------
