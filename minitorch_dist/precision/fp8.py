@@ -161,18 +161,6 @@ def fp8_matmul_is_native(device: torch.device | str = "cuda") -> bool:
     return torch.cuda.get_device_capability(device) >= (8, 9)
 
 
-def relative_error(approx: torch.Tensor, exact: torch.Tensor, dim: int | None = -1) -> torch.Tensor:
-    """||approx - exact|| / ||exact|| along ``dim`` (per output row by default; None: the whole).
-
-    Per row, because an outlier row dominates a whole-tensor norm and hides the rows that lost
-    their precision.
-    """
-    diff, exact = (approx.double() - exact.double()), exact.double()
-    if dim is None:
-        return diff.norm() / exact.norm()
-    return diff.norm(dim=dim) / exact.norm(dim=dim)
-
-
 class _Fp8Linear(torch.autograd.Function):
     """y = fp8(x) @ fp8(W)^T in the forward pass (E4M3), and E5M2 output gradients in backward:
     the three matmuls of a linear layer with fp8 inputs, simulated in fp32 (module docstring)."""
@@ -233,18 +221,3 @@ def fp8_linears(
         module.__class__ = Fp8Linear
         module.scaling, module.block = scaling, block
     return model
-
-
-def outlier_ratio(x: torch.Tensor) -> float:
-    """amax(|x|) / rms(x): how far the largest entry stands above a typical one.
-
-    With one scale per tensor the largest entry lands on fp8_max and a typical one near
-    fp8_max / ratio; past fp8_max / (smallest normal) -- 448 / 2^-6 for E4M3 -- typical entries
-    fall into the subnormals and lose mantissa bits (chapter 2, "Why it is fragile").
-    """
-    _check_input(x)
-    x = x.detach().double()
-    rms = x.pow(2).mean().sqrt()
-    if rms == 0:
-        raise ValueError("x must not be all zeros: its outlier ratio is undefined")
-    return (x.abs().max() / rms).item()
