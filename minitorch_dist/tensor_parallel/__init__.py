@@ -20,8 +20,9 @@ Names beyond the chapter-7 API contract of the README (none of them renames a co
   all-gathers per layer). ``tp_bytes(..., regather=False)`` and
   ``tp_activation_bytes(..., regather=False)`` count it; default False keeps the contract's
   "sp sends the same bytes as tp".
-- ``compare_with_reference(..., vocab_multiple, global_batch, seq_len, lr, seed,
-  reduce_norm_grads, mask_padding)``; ``count_tp_bytes(..., recompute="none", dtype)``.
+- ``compare_with_reference(tp, run=None, **options)``: ``run`` a ``measure.TPRun`` (model,
+  steps, batch, and the switches that break it on purpose), ``options`` its fields by keyword;
+  ``count_tp_bytes(..., recompute="none", dtype)``.
 - ``sequence_parallel_norms`` (the hook form of ``reduce_norm_grads``), ``save_shard_regather``,
   ``parallelize_block``,
   ``vocab_parallel_head``, ``tp_activation_breakdown``, ``kv_heads_per_rank``, ``tp_group_of``.

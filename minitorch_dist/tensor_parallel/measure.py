@@ -6,6 +6,9 @@ re-exported here). Every function runs its ranks with :func:`minitorch_dist.laun
 
 from __future__ import annotations
 
+from dataclasses import dataclass, replace
+from typing import Any
+
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F
@@ -38,6 +41,7 @@ from minitorch_dist.tensor_parallel.model import (
 )
 
 __all__ = [
+    "TPRun",
     "compare_with_reference",
     "count_tp_bytes",
     "full_cross_entropy",
@@ -55,93 +59,72 @@ def _padded(tensors: dict[str, torch.Tensor], rows: int) -> dict[str, torch.Tens
     return out
 
 
-def _tp_rank(
-    rank: int,
-    world_size: int,
-    config: LlamaConfig,
-    batches: list,
-    sp: bool,
-    dtype: torch.dtype,
-    vocab_multiple: int,
-    lr: float,
-    seed: int,
-    reduce_norm_grads: bool,
-    mask_padding: bool,
-    regather: bool,
-) -> Run:
-    torch.manual_seed(seed)  # the same full model on every rank: each cuts its shard from it
-    model = Llama(config).to(dtype)
+@dataclass(frozen=True)
+class TPRun:
+    """What :func:`compare_with_reference` trains, on both sides (its keyword arguments)."""
+
+    sp: bool = False  # sequence parallelism on the tp group
+    steps: int = 3  # AdamW steps
+    dtype: torch.dtype = torch.float64  # fp64: only the order of additions differs
+    config: LlamaConfig = TINY  # the model
+    vocab_multiple: int = 128  # the vocabulary is padded to a multiple of this times tp
+    global_batch: int = 2  # sequences per step; every rank sees all of them
+    seq_len: int = 16
+    lr: float = 1e-2
+    seed: int = 0  # of the model's weights and of the batches
+    reduce_norm_grads: bool = True  # False: the norms' gradients not all-reduced (a bug)
+    mask_padding: bool = True  # False: the padded vocabulary rows left in the loss (a bug)
+    regather: bool = False  # save this rank's shard of the gathered input, gather again later
+    timeout: float = 120.0  # seconds for the launch
+
+
+def _tp_rank(rank: int, world_size: int, run: TPRun, batches: list) -> Run:
+    torch.manual_seed(run.seed)  # the same full model on every rank: each cuts its shard from it
+    model = Llama(run.config).to(run.dtype)
     apply_tensor_parallel(
         model,
         dist.group.WORLD,
-        sp=sp,
-        vocab_multiple=vocab_multiple,
-        reduce_norm_grads=reduce_norm_grads,
-        regather=regather,
+        sp=run.sp,
+        vocab_multiple=run.vocab_multiple,
+        reduce_norm_grads=run.reduce_norm_grads,
+        regather=run.regather,
     )
-    loss_fn = tp_loss_fn(dist.group.WORLD, config.vocab_size if mask_padding else None)
-    opt = adamw(lr)(model.parameters())
+    vocab = run.config.vocab_size if run.mask_padding else None
+    loss_fn = tp_loss_fn(dist.group.WORLD, vocab)
+    opt = adamw(run.lr)(model.parameters())
     return run_training(model, opt, batches, loss_fn=loss_fn, split=None)  # whole batch
 
 
-def compare_with_reference(
-    tp: int,
-    *,
-    sp: bool = False,
-    steps: int = 3,
-    dtype: torch.dtype = torch.float64,
-    config: LlamaConfig | None = None,
-    vocab_multiple: int = 128,
-    global_batch: int = 2,
-    seq_len: int = 16,
-    lr: float = 1e-2,
-    seed: int = 0,
-    reduce_norm_grads: bool = True,
-    mask_padding: bool = True,
-    regather: bool = False,
-    timeout: float = 120.0,
-) -> list[Comparison]:
-    """Train ``steps`` AdamW steps of the tiny Llama (or ``config``) tensor-parallel over ``tp``
-    emulated ranks and in one process, through :mod:`minitorch_dist.reference`; per rank, a
-    :class:`~minitorch_dist.reference.Comparison` whose errors are named ``loss`` (every step),
-    ``outputs`` (this rank's logits vs its slice of the reference's), ``grad <name>`` (every
-    parameter's first-step gradient vs the matching slice of the full one) and ``weight <name>``
-    (after the last step). In fp64 every error is about 1e-16. ``reduce_norm_grads`` and
-    ``mask_padding`` exist to break things on purpose.
+def compare_with_reference(tp: int, run: TPRun | None = None, **options: Any) -> list[Comparison]:
+    """Train ``run.steps`` AdamW steps of the tiny Llama (or ``run.config``) tensor-parallel
+    over ``tp`` emulated ranks and in one process, through :mod:`minitorch_dist.reference`;
+    ``options`` replace fields of ``run`` (a :class:`TPRun`; e.g. ``sp=True, steps=1``).
+    Per rank, a :class:`~minitorch_dist.reference.Comparison` whose errors are named
+    ``loss <k>`` (every step), ``outputs`` (this rank's logits vs its slice of the reference's),
+    ``grad <name>`` (every parameter's first-step gradient vs the matching slice of the full
+    one) and ``weight <name>`` (after the last step). In fp64 every error is about 1e-16.
+    ``reduce_norm_grads`` and ``mask_padding`` exist to break things on purpose.
     """
-    config = TINY if config is None else config
+    run = replace(run or TPRun(), **options)
+    config = TINY if run.config is None else run.config
     check_int("tp", tp)
-    check_int("steps", steps)
-    check_bool("sp", sp)
+    check_int("steps", run.steps)
+    check_bool("sp", run.sp)
     check_tp_config(config, tp)
-    rows = padded_vocab_size(config.vocab_size, tp, vocab_multiple)
-    batches = make_batches(config.vocab_size, global_batch, seq_len, steps, seed)
+    rows = padded_vocab_size(config.vocab_size, tp, run.vocab_multiple)
+    batches = make_batches(config.vocab_size, run.global_batch, run.seq_len, run.steps, run.seed)
     ref = reference_run(
         lambda: Llama(config),
-        adamw(lr),
+        adamw(run.lr),
         batches,
-        seed=seed,
-        dtype=dtype,
+        seed=run.seed,
+        dtype=run.dtype,
         loss_fn=full_cross_entropy,
         grads=lambda m, o: _padded(param_grads(m), rows),
         weights=lambda m, o: _padded(param_values(m), rows),
     )
     ref.outputs = F.pad(ref.outputs, (0, rows - config.vocab_size))  # padded logits are 0
-    runs = launch(
-        _tp_rank,
-        tp,
-        config,
-        batches,
-        sp,
-        dtype,
-        vocab_multiple,
-        lr,
-        seed,
-        reduce_norm_grads,
-        mask_padding,
-        regather,
-        timeout=timeout,
-    )
+    runs = launch(_tp_rank, tp, replace(run, config=config), batches, timeout=run.timeout)
     # every rank sees the whole batch: its own loss is the reference's, its logits a slice
     holding = Holding(
         outputs=lambda rank: Shard(-1, rank, tp),
