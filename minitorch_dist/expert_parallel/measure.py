@@ -8,6 +8,7 @@ sizes against :func:`all_to_all_bytes`. Every function runs its ranks with
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
@@ -38,6 +39,8 @@ __all__ = [
     "ROUTINGS",
     "TINY_MOE",
     "DispatchObserver",
+    "DispatchRun",
+    "EPRun",
     "compare_with_reference",
     "full_cross_entropy",
     "measure_dispatch",
@@ -55,64 +58,60 @@ def moe_llama(config: LlamaConfig, moe: MoEConfig, seed: int = 0) -> Llama:
     return use_moe(Llama(config), moe, seed=seed)
 
 
-def _ep_rank(
-    rank: int,
-    ep: int,
-    config: LlamaConfig,
-    moe: MoEConfig,
-    batches: list,
-    dtype: torch.dtype,
-    lr: float,
-    seed: int,
-    sync_grads: bool,
-) -> Run:
+@dataclass(frozen=True)
+class EPRun:
+    """What :func:`compare_with_reference` trains, on both sides (its keyword arguments)."""
+
+    steps: int = 3  # AdamW steps
+    dtype: torch.dtype = torch.float64  # fp64: only the order of additions differs
+    config: LlamaConfig | None = None  # the model (None: the tiny Llama of TINY_MOE)
+    moe: MoEConfig | None = None  # its MoE blocks, dropless (None: TINY_MOE's)
+    global_batch: int = 4  # sequences per step; rank r trains on rows r*gbs/ep ...
+    seq_len: int = 16
+    lr: float = 1e-2
+    seed: int = 0  # of the model's weights (and experts) and of the batches
+    sync_grads: bool = True  # False: the replicated gradients not averaged (a bug)
+    timeout: float = 120.0  # seconds for the launch
+
+
+def _ep_rank(rank: int, ep: int, run: EPRun, batches: list) -> Run:
     torch.set_num_threads(1)
-    torch.manual_seed(seed)  # the same full model on every rank: each keeps its experts
-    model = moe_llama(config, moe, seed).to(dtype)
-    apply_expert_parallel(model, dist.group.WORLD, sync_grads=sync_grads)
-    opt = adamw(lr)([p for p in model.parameters() if p.requires_grad])
+    torch.manual_seed(run.seed)  # the same full model on every rank: each keeps its experts
+    model = moe_llama(run.config, run.moe, run.seed).to(run.dtype)
+    apply_expert_parallel(model, dist.group.WORLD, sync_grads=run.sync_grads)
+    opt = adamw(run.lr)([p for p in model.parameters() if p.requires_grad])
     return run_training(
         model, opt, batches, loss_fn=full_cross_entropy, rank=rank, world_size=ep
     )  # data parallel: rows r*gbs/ep ...
 
 
-def compare_with_reference(
-    ep: int,
-    *,
-    steps: int = 3,
-    dtype: torch.dtype = torch.float64,
-    config: LlamaConfig | None = None,
-    moe: MoEConfig | None = None,
-    global_batch: int = 4,
-    seq_len: int = 16,
-    lr: float = 1e-2,
-    seed: int = 0,
-    sync_grads: bool = True,
-    timeout: float = 120.0,
-) -> list[Comparison]:
-    """Train ``steps`` AdamW steps of the tiny Llama with MoE blocks (dropless), expert-parallel
-    over ``ep`` ranks (each on its 1/ep of every batch) and in one process; per rank a
+def compare_with_reference(ep: int, run: EPRun | None = None, **options: Any) -> list[Comparison]:
+    """Train ``run.steps`` AdamW steps of the tiny Llama with MoE blocks (dropless),
+    expert-parallel over ``ep`` ranks (each on its 1/ep of every batch) and in one process;
+    ``options`` replace fields of ``run`` (an :class:`EPRun`). Per rank a
     :class:`~minitorch_dist.reference.Comparison` with errors named ``loss <k>`` (the mean of
     the ranks' losses vs the reference's), ``outputs`` (its rows of the logits), ``grad <name>``
     and ``weight <name>`` for every parameter the rank holds (its experts and everything
     replicated), and ``names held by no rank`` (0: the comparison raises an AssertionError
     when some parameter is held by no rank).
     """
-    config, moe = config or TINY_MOE[0], moe or TINY_MOE[1]
+    run = replace(run or EPRun(), **options)
+    run = replace(run, config=run.config or TINY_MOE[0], moe=run.moe or TINY_MOE[1])
+    config, moe, seed = run.config, run.moe, run.seed
     check_int("ep", ep)
-    check_int("steps", steps)
+    check_int("steps", run.steps)
     if moe.capacity_factor is not None:
         raise ValueError("the reference comparison is dropless: pass capacity_factor=None")
-    batches = make_batches(config.vocab_size, global_batch, seq_len, steps, seed)
+    batches = make_batches(config.vocab_size, run.global_batch, run.seq_len, run.steps, seed)
     ref = reference_run(
         lambda: moe_llama(config, moe, seed),
-        adamw(lr),
+        adamw(run.lr),
         batches,
         seed=seed,
-        dtype=dtype,
+        dtype=run.dtype,
         loss_fn=full_cross_entropy,
     )
-    runs = launch(_ep_rank, ep, config, moe, batches, dtype, lr, seed, sync_grads, timeout=timeout)
+    runs = launch(_ep_rank, ep, run, batches, timeout=run.timeout)
     # each rank trains on its rows (outputs: its chunk of the batch) and holds its own experts
     # and every replicated parameter; together the ranks hold every parameter (else it raises)
     holding = Holding(outputs=lambda rank: Shard(0, rank, ep), names="some")
@@ -157,31 +156,42 @@ def _fixed_gate(block: MoEBlock) -> None:
     w[:, : w.shape[0]] = torch.eye(w.shape[0], dtype=w.dtype)
 
 
-def _dispatch_rank(
-    rank: int,
-    ep: int,
-    tokens: int,
-    hidden: int,
-    moe: MoEConfig,
-    mode: str,
-    routing: str,
-    repeats: int,
-    dtype: torch.dtype,
-    seed: int,
-) -> dict[str, Any]:
+@dataclass(frozen=True)
+class DispatchRun:
+    """What :func:`measure_dispatch` runs (its keyword arguments)."""
+
+    tokens: int = 64  # per rank
+    hidden: int = 64
+    moe: MoEConfig | None = None  # the block (None: the tiny lab shape, TINY_MOE's)
+    dispatch_mode: str = "dropless"  # or "capacity": fixed-size buffers, overflow dropped
+    routing: str = "uniform"  # "uniform", "random" or "skewed": see routed_input
+    repeats: int = 0  # timed forward + backward steps after one warm-up
+    dtype: torch.dtype = torch.float32
+    seed: int = 0
+    timeout: float = 120.0  # seconds for the launch
+
+
+def _dispatch_rank(rank: int, ep: int, run: DispatchRun) -> dict[str, Any]:
     torch.set_num_threads(1)
-    torch.manual_seed(seed)
-    block = MoEBlock(hidden, moe).to(dtype)
-    if routing != "random":
+    torch.manual_seed(run.seed)
+    moe, hidden, mode = run.moe, run.hidden, run.dispatch_mode
+    block = MoEBlock(hidden, moe).to(run.dtype)
+    if run.routing != "random":
         _fixed_gate(block)
     layer = apply_expert_parallel(block, dist.group.WORLD, dispatch_mode=mode, sync_grads=False)
     seen = observe_dispatch(layer)
     x = routed_input(
-        tokens, hidden, moe.experts, moe.top_k, routing, seed=seed + rank, dtype=dtype
+        run.tokens,
+        hidden,
+        moe.experts,
+        moe.top_k,
+        run.routing,
+        seed=run.seed + rank,
+        dtype=run.dtype,
     ).requires_grad_()
     el = x.element_size()
     times = []
-    for i in range(repeats + 1):  # the first step warms up
+    for i in range(run.repeats + 1):  # the first step warms up
         dist.barrier()
         start = time.perf_counter()
         with CommCounter() as cc:
@@ -206,20 +216,11 @@ def _dispatch_rank(
 
 
 def measure_dispatch(
-    ep: int,
-    *,
-    tokens: int = 64,
-    hidden: int = 64,
-    moe: MoEConfig | None = None,
-    dispatch_mode: str = "dropless",
-    routing: str = "uniform",
-    repeats: int = 0,
-    dtype: torch.dtype = torch.float32,
-    seed: int = 0,
-    timeout: float = 120.0,
+    ep: int, run: DispatchRun | None = None, **options: Any
 ) -> list[dict[str, Any]]:
-    """One MoE block (``moe``, default the tiny lab shape) expert-parallel over ``ep`` ranks,
-    ``tokens`` tokens per rank routed by ``routing`` (:func:`routed_input`); per rank: bytes it
+    """One MoE block (``run.moe``, default the tiny lab shape) expert-parallel over ``ep``
+    ranks, ``run.tokens`` tokens per rank routed by ``run.routing`` (:func:`routed_input`);
+    ``options`` replace fields of ``run`` (a :class:`DispatchRun`). Per rank: bytes it
     sent (``dispatch_bytes``, ``combine_bytes`` and ``step_bytes`` for the four all-to-alls,
     from the real split sizes; ``counter_bytes`` as CommCounter books them, the counts'
     exchange left out), ``calls``, ``tokens_per_expert`` (its choices), ``dropped``, the median
@@ -227,22 +228,12 @@ def measure_dispatch(
     steps, and the closed forms ``formula``
     (:func:`all_to_all_bytes`) and ``buffer_formula`` (:func:`capacity_buffer_bytes`, when a
     capacity factor is set)."""
-    moe = moe or TINY_MOE[1]
+    run = replace(run or DispatchRun(), **options)
+    run = replace(run, moe=run.moe or TINY_MOE[1])
+    moe, tokens, hidden, dtype = run.moe, run.tokens, run.hidden, run.dtype
     check_int("ep", ep)
-    check_int("repeats", repeats, minimum=0)
-    runs = launch(
-        _dispatch_rank,
-        ep,
-        tokens,
-        hidden,
-        moe,
-        dispatch_mode,
-        routing,
-        repeats,
-        dtype,
-        seed,
-        timeout=timeout,
-    )
+    check_int("repeats", run.repeats, minimum=0)
+    runs = launch(_dispatch_rank, ep, run, timeout=run.timeout)
     el = torch.empty((), dtype=dtype).element_size()
     for run in runs:
         if tokens * moe.top_k % ep == 0:
