@@ -9,6 +9,15 @@ from __future__ import annotations
 import torch
 import torch.distributed as dist
 from mutants_common import Mutant
+from mutants_lookups import (
+    _all_reduce_in_place,
+    _apply_names_only,
+    _checkpoint_plain_call,
+    _offload_init_on_device,
+    _stage1_all_reduce,
+    _stage2_all_reduce,
+    _update_like_grad_scaler,
+)
 
 from minitorch_dist.memory.estimate import activation_bytes as _activation_bytes
 from minitorch_dist.memory.estimate import bytes_per_param as _bytes_per_param
@@ -80,6 +89,15 @@ def _capacity_without_min(tokens, experts, capacity_factor=1.0, *, top_k=1, min_
     return _expert_capacity(tokens, experts, capacity_factor, top_k=top_k)  # no floor
 
 
+# -- lab10.3: the backward's all-to-all with the forward's splits ---------------------------------
+@staticmethod
+def _all_to_all_backward_not_swapped(ctx, grad):  # noqa: ANN001, ANN205
+    send_splits, recv_splits = ctx.splits
+    out = grad.new_empty((sum(send_splits), *grad.shape[1:]))
+    dist.all_to_all_single(out, grad.contiguous(), recv_splits, send_splits, group=ctx.group)
+    return out, None, None, None  # the forward's splits: sizes disagree with the rows held
+
+
 MUTANTS_CLASSES: list[Mutant] = [
     Mutant(
         "lab01.1",
@@ -122,5 +140,61 @@ MUTANTS_CLASSES: list[Mutant] = [
         "minitorch_dist.models.capacity:expert_capacity",
         _capacity_without_min,
         r"min_capacity is a floor on C",
+    ),
+    Mutant(
+        "lab02.2",
+        "growth-past-fp32-max",
+        "minitorch_dist.precision.loss_scaling:DynamicLossScaler.update",
+        _update_like_grad_scaler,
+        r"grows only while S x growth_factor stays finite",
+    ),
+    Mutant(
+        "lab03.1",
+        "not-checkpointed",
+        "minitorch_dist.recompute.checkpoint:checkpoint",
+        _checkpoint_plain_call,
+        r"recorded the inside of the function|must run once, under torch.no_grad",
+    ),
+    Mutant(
+        "lab03.2",
+        "picked-not-wrapped",
+        "minitorch_dist.recompute.policies:apply_activation_checkpointing",
+        _apply_names_only,
+        r"runs it under checkpoint|nothing recomputes",
+    ),
+    Mutant(
+        "lab05.1",
+        "library-all-reduce",
+        "minitorch_dist.comm.ring:ring_reduce_scatter",
+        _all_reduce_in_place,
+        r"the reduce-scatter sent 0 bytes, the ring sends",
+    ),
+    Mutant(
+        "lab06.1",
+        "all-reduce-not-reduce-scatter",
+        "minitorch_dist.zero.stage1:ZeroStage1._reduce_gradients",
+        _stage1_all_reduce,
+        r"an all-reduce sends twice",
+    ),
+    Mutant(
+        "lab06.2",
+        "whole-gradient-all-reduced",
+        "minitorch_dist.zero.stage2:UnitwiseGradients._reduce_unit",
+        _stage2_all_reduce,
+        r"an all-reduce sends twice",
+    ),
+    Mutant(
+        "lab06.4",
+        "states-on-the-device",
+        "minitorch_dist.zero.offload:CpuOffloadAdam.__init__",
+        _offload_init_on_device,
+        r"optimizer bytes: with offload",
+    ),
+    Mutant(
+        "lab10.3",
+        "backward-splits-not-swapped",
+        "minitorch_dist.expert_parallel.dispatch:AllToAll.backward",
+        _all_to_all_backward_not_swapped,
+        r"the forward's splits swapped \(recv_splits going, send_splits coming\)",
     ),
 ]

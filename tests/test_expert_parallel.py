@@ -325,7 +325,7 @@ def test_block_drops_equal_the_capacity_rule():
         block.router.gate.weight[:, :4] = torch.eye(4, dtype=torch.float64)
     y = block(x)
     c = expert_capacity(12, 4, 1.0, top_k=2)
-    assert c == 6
+    assert c == 6, f"12 tokens, 4 experts, k = 2, cf = 1: capacity {c}, not ceil(T k cf / E) = 6"
     want = apply_capacity(block.last_expert_indices, 4, c)
     assert torch.equal(block.last_keep, want), (
         f"the block kept {block.last_keep.int().tolist()}, apply_capacity keeps "
@@ -371,7 +371,16 @@ def _dispatch_rank(rank: int, n: int) -> dict:
             f"sum(recv_splits) = {sum(recv)} rows, recv_splits[j] from rank j, and the input "
             f"sum(send_splits) = {sum(send)} rows: were the send and receive splits swapped?"
         ) from e
-    got.backward(got.detach() * 2 + 1)  # a gradient that names its row
+    try:
+        got.backward(got.detach() * 2 + 1)  # a gradient that names its row
+    except RuntimeError as e:
+        if "split" not in f"{e}".lower():
+            raise
+        raise AssertionError(
+            f"rank {rank}: torch's all-to-all refused the backward's split sizes ({e}); the "
+            f"backward sends each received row's gradient home: sum(send_splits) = {sum(send)} "
+            "rows out, the forward's splits swapped (recv_splits going, send_splits coming)"
+        ) from e
     back = combine(got.detach() + 0.5, send, recv, W)
     return {
         "send": send,
@@ -401,9 +410,32 @@ def test_dispatch_moves_rows_and_backward_returns_gradients(n):
             else ""
         )
         want = [100.0 * j + 10 * r + i for j in range(n) for i in range((j + 2 * r) % 3)]
-        assert out["got"][:, 0].tolist() == want
-        torch.testing.assert_close(out["grad"], out["x"] * 2 + 1, rtol=0, atol=0)
-        torch.testing.assert_close(out["back"], out["x"] + 0.5, rtol=0, atol=0)
+        got = out["got"][:, 0].tolist()
+        assert got == want, (
+            f"rank {r} received rows {got}, not {want} (the value 100 j + 10 r + i is row i "
+            f"from rank j): the rows from rank j come as block j, in rank order"
+        )
+        torch.testing.assert_close(
+            out["grad"],
+            out["x"] * 2 + 1,
+            rtol=0,
+            atol=0,
+            msg=lambda m, r=r: (
+                f"rank {r}'s x.grad is not 2 x + 1 (the gradient each received row was given): "
+                f"the backward must send every row's gradient home to the rank and place it "
+                f"came from ({m})"
+            ),
+        )
+        torch.testing.assert_close(
+            out["back"],
+            out["x"] + 0.5,
+            rtol=0,
+            atol=0,
+            msg=lambda m, r=r: (
+                f"rank {r}: combine(dispatch(x) + 0.5) is not x + 0.5: combine must undo "
+                f"dispatch, the same all-to-all with the splits swapped ({m})"
+            ),
+        )
 
 
 def _disagree_rank(rank: int, n: int) -> str:
