@@ -32,8 +32,8 @@ if TYPE_CHECKING:  # what an editor follows; attach() imports each name on first
     )
     from .cost import bubble_fraction, bubble_share, first_stage_activation_factor, p2p_bytes
     from .measure import DEEP, TINY, compare_with_reference, count_pp_bytes, run_pipeline
-    from .record import PipelineRun, RunObserver, RunRecorder
-    from .runtime import logical_events, run_schedule, wall_events
+    from .record import PipelineRun, RunObserver, RunRecorder, logical_events, wall_events
+    from .runtime import run_schedule
     from .schedules import KINDS, Action, Schedule, check_schedule, make_schedule
     from .sends import SendLedger
     from .simulate import ScheduleDeadlock, SimResult, simulate

@@ -11,21 +11,26 @@ CUDA synchronised around each action), the chunk-micro-batches alive after it (`
 and, with a :class:`~minitorch_dist.memory.MemoryTracker`, every category of the tracker's bytes
 after it (``breakdown``) and its activation bytes (``memory``). ``observers=[]`` records none
 of these (and adds no synchronisation).
+
+:func:`logical_events` replays the actions the ranks executed on the simulator's logical clock:
+a deterministic timeline of what ran, for figures that must not change between runs;
+:func:`wall_events` gives every rank's wall-clock spans from the earliest start.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
-from minitorch_dist.pipeline.schedules import Action
-from minitorch_dist.pipeline.simulate import Event
+from minitorch_dist.pipeline.schedules import Action, Schedule
+from minitorch_dist.pipeline.simulate import Event, simulate
 from minitorch_dist.pipeline.stage import PipelineStage
 
-__all__ = ["PipelineRun", "RunObserver", "RunRecorder"]
+__all__ = ["PipelineRun", "RunObserver", "RunRecorder", "logical_events", "wall_events"]
 
 
 @dataclass
@@ -91,3 +96,29 @@ def _now(stage: PipelineStage) -> float:
     if device.type == "cuda":
         torch.cuda.synchronize(device)
     return time.monotonic()
+
+
+def logical_events(
+    runs: Sequence[PipelineRun],
+    schedule: Schedule,
+    t_forward: float = 1.0,
+    t_backward: float = 2.0,
+    t_weight: float | None = None,
+) -> list[Event]:
+    """The actions the ranks executed (``runs`` in rank order), timed on the simulator's logical
+    clock: deterministic, unlike the wall clock, and drawn from what ran, not from the plan."""
+    executed = Schedule(
+        schedule.kind,
+        schedule.pp,
+        schedule.micro_batches,
+        schedule.virtual_stages,
+        [list(r.executed) for r in runs],
+    )
+    return simulate(executed, t_forward, t_backward, t_weight).events
+
+
+def wall_events(runs: Sequence[PipelineRun]) -> list[Event]:
+    """Every rank's wall-clock events, in seconds from the earliest start."""
+    events = [e for r in runs for e in r.events]
+    t0 = min((e[2] for e in events), default=0.0)
+    return [(rank, a, start - t0, end - t0) for rank, a, start, end in events]

@@ -23,8 +23,8 @@ starts and ends; without ``observers`` the runtime attaches a
 :class:`~minitorch_dist.pipeline.record.RunRecorder`, which fills the run's wall-clock
 ``events``, the chunk-micro-batches alive after each action (``in_flight``) and, with a
 :class:`~minitorch_dist.memory.MemoryTracker` (``tracker``), the bytes after each action
-(``memory``, ``breakdown``). :func:`logical_events` replays the executed lists on the simulator's logical clock: a
-deterministic timeline of what ran, for figures that must not change between runs.
+(``memory``, ``breakdown``); :func:`~minitorch_dist.pipeline.record.logical_events` replays
+the executed lists on the simulator's logical clock.
 """
 
 from __future__ import annotations
@@ -39,10 +39,9 @@ from minitorch_dist.models.llama import cross_entropy
 from minitorch_dist.pipeline.record import PipelineRun, RunObserver, RunRecorder
 from minitorch_dist.pipeline.schedules import Action, Schedule
 from minitorch_dist.pipeline.sends import SendLedger
-from minitorch_dist.pipeline.simulate import Event, simulate
 from minitorch_dist.pipeline.stage import Message, PipelineStage
 
-__all__ = ["PipelineRun", "logical_events", "run_schedule", "wall_events"]
+__all__ = ["PipelineRun", "run_schedule"]
 
 Batch = tuple[torch.Tensor, torch.Tensor]
 
@@ -223,29 +222,3 @@ def _finish(step: _Step) -> None:
     step.stage.exchange(step.pending, [])
     step.pending = []
     step.stage.wait_sends()
-
-
-def logical_events(
-    runs: Sequence[PipelineRun],
-    schedule: Schedule,
-    t_forward: float = 1.0,
-    t_backward: float = 2.0,
-    t_weight: float | None = None,
-) -> list[Event]:
-    """The actions the ranks executed (``runs`` in rank order), timed on the simulator's logical
-    clock: deterministic, unlike the wall clock, and drawn from what ran, not from the plan."""
-    executed = Schedule(
-        schedule.kind,
-        schedule.pp,
-        schedule.micro_batches,
-        schedule.virtual_stages,
-        [list(r.executed) for r in runs],
-    )
-    return simulate(executed, t_forward, t_backward, t_weight).events
-
-
-def wall_events(runs: Sequence[PipelineRun]) -> list[Event]:
-    """Every rank's wall-clock events, in seconds from the earliest start."""
-    events = [e for r in runs for e in r.events]
-    t0 = min((e[2] for e in events), default=0.0)
-    return [(rank, a, start - t0, end - t0) for rank, a, start, end in events]
