@@ -11,8 +11,9 @@ fields, so the order is the same on every machine.
 ``critical_batch`` flags (``Row.warning``) the fitting rows whose global batch ``d m b``
 sequences exceeds a batch the user sets: past the critical batch, more sequences per step buy
 few fewer steps, so the extra data parallelism costs tokens (McCandlish et al. 2018, section
-2.3). ``overlap`` turns on the cost model's overlap of the data-parallel exchange and the
-pipeline sends with compute, TP, CP and EP kept exposed (:func:`~.cost.step_time`).
+2.3). ``overlap`` hides each axis's traffic in its chapter's window, under its chapter's
+condition (:func:`~.cost.step_time`, :mod:`.overlap`). ``reshard`` and ``hsdp_sync`` try ZeRO-3's
+resharding policies and HSDP's two syncs besides the defaults.
 """
 
 from __future__ import annotations
