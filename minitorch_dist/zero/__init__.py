@@ -37,8 +37,9 @@ if TYPE_CHECKING:  # what an editor follows; attach() imports each name on first
     from .base import ZeroOptimizer
     from .clip import clip_grad_norm_, grad_norm
     from .cost import zero_comm_bytes
+    from .holdings import storage_bytes
     from .offload import CpuOffloadAdam
-    from .sharding import FlatUnit, build_units, default_unit_modules, shard_numel, storage_bytes
+    from .sharding import FlatUnit, build_units, default_unit_modules, shard_numel
     from .stage0 import ZeroStage0
     from .stage1 import ZeroStage1
     from .stage2 import ZeroStage2

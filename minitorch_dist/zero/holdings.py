@@ -10,15 +10,22 @@ give the whole parameters to whoever compares them with a reference (ZeRO-3 gath
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import torch
 from torch.utils._pytree import tree_leaves
 
-from minitorch_dist.zero.sharding import storage_bytes
+__all__ = ["Holdings", "storage_bytes"]
 
-__all__ = ["Holdings"]
+
+def storage_bytes(tensors: Iterable[torch.Tensor]) -> int:
+    """Bytes of the distinct storages behind ``tensors`` (views of one buffer count once)."""
+    seen: dict[int, int] = {}
+    for t in tensors:
+        storage = t.untyped_storage()
+        seen[storage._cdata] = storage.nbytes()  # _cdata: the address of the C++ storage
+    return sum(seen.values())
 
 
 def _tensors(tree: Any) -> list[torch.Tensor]:

@@ -23,14 +23,14 @@ Frozen parameters (``requires_grad=False``) belong to no unit: every rank keeps 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 
 import torch
 from torch import nn
 
 from minitorch_dist.checks import check_int
 
-__all__ = ["FlatUnit", "build_units", "default_unit_modules", "shard_numel", "storage_bytes"]
+__all__ = ["FlatUnit", "build_units", "default_unit_modules", "shard_numel"]
 
 
 def shard_numel(numel: int, world_size: int) -> int:
@@ -38,15 +38,6 @@ def shard_numel(numel: int, world_size: int) -> int:
     if numel < 0 or world_size < 1:
         raise ValueError(f"need numel >= 0 and world_size >= 1, got {numel}, {world_size}")
     return -(-numel // world_size)
-
-
-def storage_bytes(tensors: Iterable[torch.Tensor]) -> int:
-    """Bytes of the distinct storages behind ``tensors`` (views of one buffer count once)."""
-    seen: dict[int, int] = {}
-    for t in tensors:
-        storage = t.untyped_storage()
-        seen[storage._cdata] = storage.nbytes()  # _cdata: the address of the C++ storage
-    return sum(seen.values())
 
 
 def _same_memory(a: torch.Tensor, b: torch.Tensor) -> bool:
