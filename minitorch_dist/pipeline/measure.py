@@ -15,7 +15,9 @@ parameter exactly once.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
@@ -44,6 +46,7 @@ from minitorch_dist.reference import (
 
 __all__ = [
     "DEEP",
+    "PPRun",
     "TINY",
     "build_stage",
     "compare_with_reference",
@@ -60,76 +63,79 @@ TINY = LlamaConfig.from_preset("tiny")  # 2 layers: pp = 2 without interleaving
 DEEP = LlamaConfig("deep", 256, 32, 8, 4, 2, 64, 64, 1e-5, 1e4)
 
 
+@dataclass(frozen=True)
+class PPRun:
+    """What :func:`run_pipeline` trains (its keyword arguments besides the schedule)."""
+
+    virtual_stages: int = 1  # chunks per rank (interleaved schedules)
+    dtype: torch.dtype = torch.float64  # fp64: only the order of additions differs
+    steps: int = 1  # SGD steps
+    config: LlamaConfig | None = None  # the model (None: TINY if deep enough, else DEEP)
+    micro_batch_size: int = 1  # sequences per micro-batch
+    seq_len: int = 16
+    lr: float = 0.1
+    count: bool = False  # count the first step's point-to-point bytes per peer
+    timeout: float = 120.0  # seconds for the launch
+
+
 def pipeline_rank(
-    rank: int,
-    world_size: int,
-    schedule: Schedule,
-    config: LlamaConfig,
-    batches: Sequence[Batch],
-    dtype: torch.dtype,
-    lr: float,
-    count: bool = False,
+    rank: int, world_size: int, schedule: Schedule, run: PPRun, batches: Sequence[Batch]
 ) -> dict[str, Any]:
     """One rank's training run (``launch``'s function): per step zero the grads, run the
     schedule, record, step SGD. Returns grads of the first step, weights after the last, the
-    losses (last stage), the first step's :class:`PipelineRun`, and with ``count`` the p2p bytes
-    per peer."""
+    losses (last stage), the first step's :class:`PipelineRun`, and with ``run.count`` the p2p
+    bytes per peer."""
     torch.manual_seed(0)
-    model = Llama(config).to(dtype)
+    model = Llama(run.config).to(run.dtype)
     stage = build_stage(model, rank, world_size, schedule.virtual_stages)
     named = stage_parameters(stage)
-    opt = torch.optim.SGD(list(named.values()), lr=lr)
+    opt = torch.optim.SGD(list(named.values()), lr=run.lr)
     out: dict[str, Any] = {"losses": [], "grads": {}, "run": None}
     for step, batch in enumerate(batches):
         opt.zero_grad()
-        counter = CommCounter() if count and step == 0 else None
+        counter = CommCounter() if run.count and step == 0 else None
         batches_of_step = micro_batch_list(batch, schedule.micro_batches)
         recorder = RunRecorder()  # the wall clock and the micro-batches in flight
+        with counter if counter is not None else contextlib.nullcontext():
+            result = run_schedule(schedule, stage, batches_of_step, observers=[recorder])
         if counter is not None:
-            with counter:
-                run = run_schedule(schedule, stage, batches_of_step, observers=[recorder])
             out["sent_to"] = dict(counter.bytes_sent_to)
             out["received_from"] = dict(counter.bytes_received_from)
-        else:
-            run = run_schedule(schedule, stage, batches_of_step, observers=[recorder])
         if step == 0:
-            out["run"] = run
+            out["run"] = result
             out["grads"] = {n: p.grad.detach().clone() for n, p in named.items()}
-        out["losses"].append(run.loss)
+        out["losses"].append(result.loss)
         opt.step()
     out["weights"] = {n: p.detach().clone() for n, p in named.items()}
     return out
 
 
-def run_pipeline(
-    pp: int,
-    kind: str | Schedule,
-    micro_batches: int,
-    *,
-    virtual_stages: int = 1,
-    dtype: torch.dtype = torch.float64,
-    steps: int = 1,
-    config: LlamaConfig | None = None,
-    micro_batch_size: int = 1,
-    seq_len: int = 16,
-    lr: float = 0.1,
-    count: bool = False,
-    timeout: float = 120.0,
-) -> tuple[list[dict[str, Any]], list[Batch]]:
-    """Train ``steps`` steps on ``pp`` emulated ranks: (per-rank results, the batches).
-    ``kind`` is a schedule kind or a :class:`Schedule`. ``config`` defaults to the tiny Llama
-    when it has enough layers, else :data:`DEEP`."""
+def _schedule_and_run(
+    pp: int, kind: str | Schedule, micro_batches: int, run: PPRun
+) -> tuple[Schedule, PPRun]:
+    """The schedule (``kind`` names one, or is one) and ``run`` with its model chosen."""
     schedule = (
         kind
         if isinstance(kind, Schedule)
-        else make_schedule(kind, pp, micro_batches, virtual_stages)
+        else make_schedule(kind, pp, micro_batches, run.virtual_stages)
     )
-    if config is None:
-        config = TINY if TINY.layers >= pp * schedule.virtual_stages else DEEP
-    batches = make_batches(config.vocab_size, micro_batch_size * micro_batches, seq_len, steps)
-    results = launch(
-        pipeline_rank, pp, schedule, config, batches, dtype, lr, count, timeout=timeout
-    )
+    if run.config is None:
+        deep_enough = TINY.layers >= pp * schedule.virtual_stages
+        run = replace(run, config=TINY if deep_enough else DEEP)
+    return schedule, run
+
+
+def run_pipeline(
+    pp: int, kind: str | Schedule, micro_batches: int, run: PPRun | None = None, **options: Any
+) -> tuple[list[dict[str, Any]], list[Batch]]:
+    """Train ``run.steps`` steps on ``pp`` emulated ranks: (per-rank results, the batches).
+    ``kind`` is a schedule kind or a :class:`Schedule`; ``options`` replace fields of ``run``
+    (a :class:`PPRun`). ``run.config`` defaults to the tiny Llama when it has enough layers,
+    else :data:`DEEP`."""
+    schedule, run = _schedule_and_run(pp, kind, micro_batches, replace(run or PPRun(), **options))
+    rows = run.micro_batch_size * micro_batches
+    batches = make_batches(run.config.vocab_size, rows, run.seq_len, run.steps)
+    results = launch(pipeline_rank, pp, schedule, run, batches, timeout=run.timeout)
     return results, batches
 
 
@@ -137,34 +143,24 @@ def compare_with_reference(
     pp: int,
     kind: str | Schedule,
     micro_batches: int,
+    run: PPRun | None = None,
     *,
-    virtual_stages: int = 1,
-    dtype: torch.dtype = torch.float64,
-    steps: int = 1,
-    config: LlamaConfig | None = None,
     tolerance: dict[str, float] | None = None,
     **options: Any,
 ) -> list[Comparison]:
     """Run the pipeline and the single-process reference with the same ``m`` (``grad_acc``);
-    per rank, a :class:`Comparison` of the loss (the last stage's rank), every gradient of the
-    first step and every weight after the last step, keyed ``"loss"``, ``"grad <name>"`` and
-    ``"weight <name>"``. Raises an AssertionError naming the rank and tensor beyond
-    ``tolerance`` (default :data:`EXACT` in fp64, :data:`TIGHT` otherwise), or if the ranks do
-    not hold every parameter exactly once."""
-    schedule = (
-        kind
-        if isinstance(kind, Schedule)
-        else make_schedule(kind, pp, micro_batches, virtual_stages)
-    )
-    if config is None:
-        config = TINY if TINY.layers >= pp * schedule.virtual_stages else DEEP
-    results, batches = run_pipeline(
-        pp, schedule, micro_batches, dtype=dtype, steps=steps, config=config, **options
-    )
-    lr = options.get("lr", 0.1)
+    ``options`` replace fields of ``run`` (a :class:`PPRun`). Per rank, a :class:`Comparison`
+    of the loss (the last stage's rank), every gradient of the first step and every weight
+    after the last step, keyed ``"loss"``, ``"grad <name>"`` and ``"weight <name>"``. Raises
+    an AssertionError naming the rank and tensor beyond ``tolerance`` (default :data:`EXACT`
+    in fp64, :data:`TIGHT` otherwise), or if the ranks do not hold every parameter exactly
+    once."""
+    schedule, run = _schedule_and_run(pp, kind, micro_batches, replace(run or PPRun(), **options))
+    config, dtype = run.config, run.dtype
+    results, batches = run_pipeline(pp, schedule, micro_batches, run)
     ref = reference_run(
         lambda: Llama(config),
-        lambda ps: torch.optim.SGD(ps, lr=lr),
+        lambda ps: torch.optim.SGD(ps, lr=run.lr),
         batches,
         grad_acc=micro_batches,
         dtype=dtype,
