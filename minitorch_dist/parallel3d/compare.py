@@ -23,7 +23,7 @@ initialised from its own seed.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import torch
@@ -52,6 +52,7 @@ __all__ = [
     "BUGS",
     "FP32_ADAM",
     "GridCheck",
+    "GridRun",
     "compare_grid_with_reference",
     "grid_rank",
     "reference_with_clip",
@@ -129,45 +130,56 @@ def _apply_bug(model3d: Any, bug: str, opt_kwargs: dict[str, Any]) -> None:
         model3d.loss_fn = lambda logits, target: loss_fn(logits, target) * m  # undoes the 1/m
 
 
-def grid_rank(
-    rank: int,
-    world_size: int,
-    layout: GridLayout,
-    config: LlamaConfig,
-    batches: list,
-    dtype: torch.dtype,
-    micro_batches: int,
-    seq_len: int,
-    lr: float,
-    max_norm: float | None,
-    bug: str | None,
-    sp: bool = True,
-) -> dict[str, Any]:
+@dataclass(frozen=True)
+class GridRun:
+    """What :func:`compare_grid_with_reference` trains (its keyword arguments)."""
+
+    dp: int = 1  # the grid's axes: dp x pp x cp x tp ranks
+    pp: int = 1
+    cp: int = 1
+    tp: int = 1
+    dtype: torch.dtype = torch.float64  # fp64: only the order of additions differs
+    steps: int = 3  # Adam steps, each clipped to max_norm
+    micro_batches: int = 2  # per data-parallel rank and step
+    seq_len: int = 16
+    lr: float = 1e-3
+    max_norm: float | None = 0.5  # None: no clipping
+    config: LlamaConfig = TINY  # the model
+    bug: str | None = None  # one of BUGS: the recipe with that mistake
+    sp: bool = True  # sequence parallelism with tensor parallelism
+    timeout: float = 120.0  # seconds for the launch
+
+    @property
+    def layout(self) -> GridLayout:
+        return GridLayout(dp=self.dp, pp=self.pp, cp=self.cp, tp=self.tp)
+
+
+def grid_rank(rank: int, world_size: int, run: GridRun, batches: list) -> dict[str, Any]:
     """One rank (``launch``'s function): build, train, return losses, norms, weights, shards."""
-    torch.manual_seed(rank if bug == "rank_seed" else 0)  # the same model on every rank
-    grid = ProcessGrid(dp=layout.dp, pp=layout.pp, cp=layout.cp, tp=layout.tp)
-    model = Llama(config).to(dtype)
+    torch.manual_seed(rank if run.bug == "rank_seed" else 0)  # the same model on every rank
+    grid = ProcessGrid(dp=run.dp, pp=run.pp, cp=run.cp, tp=run.tp)
+    model = Llama(run.config).to(run.dtype)
     # ZeRO would refuse the pitfalls' different weights (zero.sync): sync_params=None lets them
     # train, to show what the mistake does
-    unchecked = {"sync_params": None} if bug in ("rank_seed", "world") else {}
+    unchecked = {"sync_params": None} if run.bug in ("rank_seed", "world") else {}
     model3d = build_3d(
         model,
         grid,
-        micro_batches=micro_batches,
-        seq_len=seq_len,
-        lr=lr,
-        max_norm=max_norm,
-        sp=sp,
+        micro_batches=run.micro_batches,
+        seq_len=run.seq_len,
+        lr=run.lr,
+        max_norm=run.max_norm,
+        sp=run.sp,
         **unchecked,
     )
-    if bug is not None:
-        _apply_bug(model3d, bug, {"lr": lr})
+    if run.bug is not None:
+        _apply_bug(model3d, run.bug, {"lr": run.lr})
     losses, norms = [], []
     for batch in batches:
-        losses.append(train_step(model3d, rank_micro_batches(batch, grid, micro_batches)))
+        losses.append(train_step(model3d, rank_micro_batches(batch, grid, run.micro_batches)))
         norms.append(model3d.optimizer.last_norm)
     tp, t = grid.size("tp"), grid.index("tp")
-    shards = {n: s for n, s in tp_shards(config, t, tp).items() if n in model3d.named}
+    shards = {n: s for n, s in tp_shards(run.config, t, tp).items() if n in model3d.named}
     weights = {n: p.detach().clone() for n, p in model3d.named.items()}
     held = {
         "coords": grid.coords,
@@ -205,56 +217,34 @@ def reference_with_clip(
 
 
 def compare_grid_with_reference(
+    run: GridRun | None = None,
     *,
-    dp: int = 1,
-    pp: int = 1,
-    cp: int = 1,
-    tp: int = 1,
-    dtype: torch.dtype = torch.float64,
-    steps: int = 3,
-    micro_batches: int = 2,
-    seq_len: int = 16,
-    lr: float = 1e-3,
-    max_norm: float | None = 0.5,
-    config: LlamaConfig = TINY,
-    bug: str | None = None,
     tolerance: dict[str, float] | None = None,
     strict: bool = True,
-    sp: bool = True,
-    timeout: float = 120.0,
+    **options: Any,
 ) -> GridCheck:
     """Train on ``dp * pp * cp * tp`` emulated ranks and on one process; compare (see the module
-    docstring). Raises an AssertionError naming the rank and tensor (or the loss, the norm)
-    beyond ``tolerance`` (default EXACT in fp64, :data:`FP32_ADAM` for fp32 weights);
-    ``sp=False`` leaves sequence parallelism out; ``strict=False`` only measures (the pitfalls' table: how far off each one is)."""
+    docstring). ``options`` replace fields of ``run`` (a :class:`GridRun`: the axes, the
+    training, ``bug``, ``sp=False`` to leave sequence parallelism out). Raises an
+    AssertionError naming the rank and tensor (or the loss, the norm) beyond ``tolerance``
+    (default EXACT in fp64, :data:`FP32_ADAM` for fp32 weights); ``strict=False`` only
+    measures (the pitfalls' table: how far off each one is)."""
+    run = replace(run or GridRun(), **options)
+    config, dtype, bug = run.config, run.dtype, run.bug
     if bug is not None and bug not in BUGS:
         raise ValueError(f"bug must be one of {', '.join(BUGS)} or None, got {bug!r}")
-    if bug == "world" and pp > 1:
+    if bug == "world" and run.pp > 1:
         raise ValueError(
             "bug='world' needs pp = 1: stages of unequal size cannot share a "
             "reduce-scatter (it fails at once instead of training wrong)"
         )
-    layout = GridLayout(dp=dp, pp=pp, cp=cp, tp=tp)
-    batches = make_batches(config.vocab_size, dp * micro_batches, seq_len, steps)
-    results = launch(
-        grid_rank,
-        layout.world_size,
-        layout,
-        config,
-        batches,
-        dtype,
-        micro_batches,
-        seq_len,
-        lr,
-        max_norm,
-        bug,
-        sp,
-        timeout=timeout,
-    )
-    ref, ref_norms = reference_with_clip(config, batches, dtype, lr, max_norm)
+    rows = run.dp * run.micro_batches
+    batches = make_batches(config.vocab_size, rows, run.seq_len, run.steps)
+    results = launch(grid_rank, run.layout.world_size, run, batches, timeout=run.timeout)
+    ref, ref_norms = reference_with_clip(config, batches, dtype, run.lr, run.max_norm)
     tol = tolerance if tolerance is not None else (EXACT if dtype == torch.float64 else FP32_ADAM)
     tol = tol if strict else None
-    vp = padded_vocab_size(config.vocab_size, tp)
+    vp = padded_vocab_size(config.vocab_size, run.tp)
     ref.weights = {  # the embedding and head padded with zero rows, as the tp ranks hold them
         n: torch.cat([w, w.new_zeros(vp - w.shape[0], *w.shape[1:])])
         if n in ("embed.weight", "head.weight")
