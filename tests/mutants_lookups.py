@@ -446,14 +446,10 @@ def _rank_memory_whole_model(
 ):  # noqa: ANN001, ANN202
     from minitorch_dist.memory import model_state_bytes
 
-    states = model_state_bytes(model.params)  # lab 1's states of the whole, unsharded model
-    return {
-        "params": states["params"],
-        "grads": states["grads"],
-        "optimizer": states["optimizer"],
-        "activations": 0,
-        "total": states["total"],
-    }
+    states = model_state_bytes(model.num_params())  # lab 1's states of the whole model
+    keys = ("params", "grads", "optimizer")
+    out = {k: states[k] for k in keys} | {"activations": 0, "logits": 0, "cpu": 0}
+    return out | {"total": sum(out[k] for k in keys)}
 
 
 def _ring_backward_local(dout, q, k, v, out, lse, *, group=None, layout="zigzag", counter=None):  # noqa: ANN001, ANN202
@@ -464,7 +460,7 @@ def _ring_backward_local(dout, q, k, v, out, lse, *, group=None, layout="zigzag"
 
 
 def _dropless_pass_through(self, flat: torch.Tensor, indices: torch.Tensor) -> torch.Tensor:  # noqa: ANN001
-    return torch.zeros_like(flat)  # a dropped token's output: every token dropped
+    return flat.new_zeros(indices.numel(), flat.shape[-1])  # every choice dropped: zeros
 
 
 def _one_pass_of_the_global_batch() -> Any:
@@ -547,7 +543,7 @@ ATTACKS: list[Attack] = [
         "lookup-bubble-formula",
         "the GPipe makespan and peaks the tests print",
         {"minitorch_dist.pipeline.simulate:simulate": _simulate_lookup},
-        r"makespan",
+        r"not \(m \+ p - 1\)\(t_F \+ t_B\)|GPipe keeps all m",
     ),
     Attack(
         "lab09.4",
@@ -561,7 +557,7 @@ ATTACKS: list[Attack] = [
         "lookup-held-route",
         "the held example's experts, torch.topk elsewhere",
         {"minitorch_dist.models.routing:top_k_route": _top_k_lookup},
-        r"tie",
+        r"a tie going to the lower index",
     ),
     Attack(
         "lab10.2",
@@ -571,7 +567,7 @@ ATTACKS: list[Attack] = [
             "minitorch_dist.models.capacity:expert_capacity": _capacity_lookup,
             "minitorch_dist.models.routing:apply_capacity": _apply_capacity_lookup,
         },
-        r"capacity",
+        r"not the least C|first min\(count, C\)",
     ),
     Attack(
         "lab01.3",
@@ -580,7 +576,7 @@ ATTACKS: list[Attack] = [
         {
             "minitorch_dist.memory.track:MemoryTracker.__torch_dispatch__": _track_nothing,
         },
-        r".",
+        r"were not filed|storages made while autograd records|must file the storages",
     ),
     Attack(
         "lab02.1",
@@ -590,7 +586,7 @@ ATTACKS: list[Attack] = [
             "minitorch_dist.precision.formats:encode": _encode_by_torch,
             "minitorch_dist.precision.formats:decode": _decode_by_torch,
         },
-        r".",
+        r"no torch dtype|do not cut them off",
     ),
     Attack(
         "lab02.2",
@@ -599,7 +595,7 @@ ATTACKS: list[Attack] = [
         {
             "minitorch_dist.precision.loss_scaling:DynamicLossScaler.update": _update_like_grad_scaler,
         },
-        r".",
+        r"stays finite",
     ),
     Attack(
         "lab02.3",
@@ -608,7 +604,7 @@ ATTACKS: list[Attack] = [
         {
             "minitorch_dist.precision.mixed:MixedPrecisionOptimizer.step": _mixed_step_plain_adam,
         },
-        r".",
+        r"divided by the scale|report the inf|fp32 gradients live only during the step",
     ),
     Attack(
         "lab02.4",
@@ -618,7 +614,7 @@ ATTACKS: list[Attack] = [
             "minitorch_dist.precision.fp8:quantize_per_tensor": _quantize_unscaled,
             "minitorch_dist.precision.fp8:quantize_blockwise": _quantize_blockwise_unscaled,
         },
-        r".",
+        r"is not the amax of its own|not divided by the format's largest|the block scaling is per tensor",
     ),
     Attack(
         "lab03.1",
@@ -627,7 +623,7 @@ ATTACKS: list[Attack] = [
         {
             "minitorch_dist.recompute.checkpoint:checkpoint": _checkpoint_plain_call,
         },
-        r".",
+        r"recorded the inside of the function|must run once, under torch.no_grad",
     ),
     Attack(
         "lab03.2",
@@ -636,7 +632,7 @@ ATTACKS: list[Attack] = [
         {
             "minitorch_dist.recompute.policies:apply_activation_checkpointing": _apply_names_only,
         },
-        r".",
+        r"runs it under checkpoint|nothing recomputes|not checkpointed",
     ),
     Attack(
         "lab03.3",
@@ -645,7 +641,7 @@ ATTACKS: list[Attack] = [
         {
             "minitorch_dist.recompute.policies:selective_policy": _selective_by_name,
         },
-        r".",
+        r"must pick only the attention core",
     ),
     Attack(
         "lab04.1",
@@ -654,7 +650,7 @@ ATTACKS: list[Attack] = [
         {
             "minitorch_dist.accumulate.accumulate:accumulation_step": _naive_accumulation,
         },
-        r".",
+        r"mean of the micro-batches' mean losses|not the big batch's|inside no_sync at each backward",
     ),
     Attack(
         "lab05.1",
@@ -664,7 +660,7 @@ ATTACKS: list[Attack] = [
             "minitorch_dist.comm.ring:ring_reduce_scatter": _all_reduce_in_place,
             "minitorch_dist.comm.ring:ring_all_reduce": _all_reduce_in_place,
         },
-        r".",
+        r"the reduce-scatter sent 0 bytes",
     ),
     Attack(
         "lab05.2",
@@ -673,7 +669,7 @@ ATTACKS: list[Attack] = [
         {
             "minitorch_dist.data_parallel.naive:DataParallelNaive.finish_gradient_synchronization": _naive_one_flat_all_reduce,
         },
-        r".",
+        r"on its own|inside no_sync\(\) the backward must not communicate",
     ),
     Attack(
         "lab05.3",
@@ -684,7 +680,7 @@ ATTACKS: list[Attack] = [
             "minitorch_dist.data_parallel.bucketed:DataParallelBucket._launch": _nothing,
             "minitorch_dist.data_parallel.bucketed:DataParallelBucket.finish_gradient_synchronization": _bucketed_as_naive,
         },
-        r".",
+        r"one all-reduce per bucket|no gradient for|inside no_sync\(\) the hooks",
     ),
     Attack(
         "lab06.1",
@@ -693,7 +689,7 @@ ATTACKS: list[Attack] = [
         {
             "minitorch_dist.zero.stage1:ZeroStage1._reduce_gradients": _stage1_all_reduce,
         },
-        r".",
+        r"an all-reduce sends twice",
     ),
     Attack(
         "lab06.2",
@@ -702,7 +698,7 @@ ATTACKS: list[Attack] = [
         {
             "minitorch_dist.zero.stage2:UnitwiseGradients._reduce_unit": _stage2_all_reduce,
         },
-        r".",
+        r"an all-reduce sends twice",
     ),
     Attack(
         "lab06.3",
@@ -711,7 +707,7 @@ ATTACKS: list[Attack] = [
         {
             "minitorch_dist.zero.stage3:ZeroStage3._free": _nothing,
         },
-        r".",
+        r"before forward and again before backward|a gather skipped|never freed",
     ),
     Attack(
         "lab06.4",
@@ -721,7 +717,7 @@ ATTACKS: list[Attack] = [
             "minitorch_dist.zero.offload:CpuOffloadAdam.__init__": _offload_init_on_device,
             "minitorch_dist.zero.offload:CpuOffloadAdam.step": _offload_step_on_device,
         },
-        r".",
+        r"optimizer bytes: with offload",
     ),
     Attack(
         "lab07.1",
@@ -731,7 +727,7 @@ ATTACKS: list[Attack] = [
             "minitorch_dist.tensor_parallel.functions:CopyToTP.backward": _identity_backward,
             "minitorch_dist.tensor_parallel.functions:ReduceFromTP.forward": _identity_forward,
         },
-        r".",
+        r"f's backward must all-reduce|g's forward must all-reduce",
     ),
     Attack(
         "lab07.2",
@@ -740,7 +736,7 @@ ATTACKS: list[Attack] = [
         {
             "minitorch_dist.tensor_parallel.layers:RowParallelLinear.forward": _row_forward_local,
         },
-        r".",
+        r"rank \d+, output",
     ),
     Attack(
         "lab07.3",
@@ -749,7 +745,7 @@ ATTACKS: list[Attack] = [
         {
             "minitorch_dist.tensor_parallel.model:parallelize_block": _block_unchanged,
         },
-        r".",
+        r"4 all-reduces|the block is not split",
     ),
     Attack(
         "lab07.4",
@@ -758,7 +754,7 @@ ATTACKS: list[Attack] = [
         {
             "minitorch_dist.tensor_parallel.vocab:vocab_parallel_head": _head_unsplit,
         },
-        r".",
+        r"padded with zero rows to 256",
     ),
     Attack(
         "lab07.5",
@@ -767,7 +763,7 @@ ATTACKS: list[Attack] = [
         {
             "minitorch_dist.tensor_parallel.sequence:sequence_parallel_norms": _no_sp_norms,
         },
-        r".",
+        r"only the norm weights' gradients are wrong|4 all-gathers and 4 reduce-scatters|keep only the rank's s/t tokens|weight norm",
     ),
     Attack(
         "lab08.1",
@@ -776,7 +772,7 @@ ATTACKS: list[Attack] = [
         {
             "minitorch_dist.context_parallel.blocks:merge_partials": _merge_keep_first,
         },
-        r".",
+        r"merged (output|lse)|must take part B's output",
     ),
     Attack(
         "lab08.2",
@@ -785,7 +781,7 @@ ATTACKS: list[Attack] = [
         {
             "minitorch_dist.context_parallel.ring:ring_attention_forward": _ring_forward_local,
         },
-        r".",
+        r"rank \d+ out",
     ),
     Attack(
         "lab09.1",
@@ -794,7 +790,7 @@ ATTACKS: list[Attack] = [
         {
             "minitorch_dist.pipeline.stage:PipelineStage.exchange": _nothing,
         },
-        r".",
+        r"DID NOT RAISE|gradient of embed.weight",
     ),
     Attack(
         "lab10.3",
@@ -803,7 +799,7 @@ ATTACKS: list[Attack] = [
         {
             "minitorch_dist.expert_parallel.dispatch:exchange_counts": _counts_kept,
         },
-        r".",
+        r"counts were not exchanged",
     ),
     Attack(
         "lab11.1",
@@ -812,7 +808,7 @@ ATTACKS: list[Attack] = [
         {
             "minitorch_dist.parallel3d.clip:grid_grad_norm": _grid_norm_local,
         },
-        r".",
+        r"rank \d+, (weight|losses|gradient norm)",
     ),
     Attack(
         "lab12.1",
@@ -821,7 +817,7 @@ ATTACKS: list[Attack] = [
         {
             "minitorch_dist.planner.fit:rank_memory": _rank_memory_whole_model,
         },
-        r".",
+        r"1F1B's first stage holds p|states shard over|interleaving's warm-up|micro-batches are in flight",
     ),
     Attack(
         "lab12.2",
@@ -830,14 +826,14 @@ ATTACKS: list[Attack] = [
         {
             "minitorch_dist.planner.search:rank": _rank_as_listed,
         },
-        r".",
+        r"by predicted step time",
     ),
     Attack(
         "lab08.3",
         "stand-in-own-block-backward",
         "block_attention_backward on this rank's own block, the tests' local formula",
         {"minitorch_dist.context_parallel.ring:ring_attention_backward": _ring_backward_local},
-        r".",
+        r"rank \d+ d[qkv]",
     ),
     Attack(
         "lab10.4",
@@ -846,13 +842,13 @@ ATTACKS: list[Attack] = [
         {
             "minitorch_dist.expert_parallel.layer:ExpertParallelMoE._dropless": _dropless_pass_through
         },
-        r".",
+        r"sent \[\] rows to the ranks|the split sizes must count rows per destination rank",
     ),
     Attack(
         "lab04.2",
         "stand-in-one-pass",
         "the big batch the tests compare with, in one pass (the measurement at grad_acc = 1)",
         {"minitorch_dist.accumulate.measure:measure_accumulation": _one_pass_of_the_global_batch()},
-        r".",
+        r"activations are kept alive|must grow with the micro-batch|not below the same split",
     ),
 ]

@@ -227,14 +227,22 @@ def test_peak_memory_follows_the_micro_batch_not_the_global_batch() -> None:
     # the global batch's token ids (8 bytes each, s + 1 per row) are the only part that grows
     for ga in (4, 8):
         grown = fixed_mbs[ga] - fixed_mbs[2]
-        assert 0 <= grown <= 8 * (seq + 1) * 2 * (ga - 2) + 64 * ga, (ga, grown)
+        assert 0 <= grown <= 8 * (seq + 1) * 2 * (ga - 2) + 64 * ga, (
+            f"micro-batch 2, grad_acc {ga}: the peak grew by {grown} bytes over grad_acc 2, "
+            "more than the extra token ids: every micro-batch's activations are kept alive "
+            "(one backward at the end, or losses kept with their graphs); run each "
+            "micro-batch's backward before the next forward"
+        )
     fixed_gbs = [
         measure_accumulation(TINY, micro_batch=mbs, grad_acc=8 // mbs, seq_len=seq, policy="none")[
             "peak_total"
         ]
         for mbs in (1, 2, 4, 8)
     ]
-    assert fixed_gbs == sorted(fixed_gbs) and fixed_gbs[-1] > 2 * fixed_gbs[0]
+    assert fixed_gbs == sorted(fixed_gbs) and fixed_gbs[-1] > 2 * fixed_gbs[0], (
+        f"peaks for micro-batch 1, 2, 4, 8 at the same global batch: {fixed_gbs}; they must grow "
+        "with the micro-batch (the activations of one micro-batch set the peak)"
+    )
 
 
 @pytest.mark.lab04
@@ -244,10 +252,24 @@ def test_accumulated_checkpointed_step_equals_the_big_batch() -> None:
     that does not lower the peak."""
     full = measure_accumulation(TINY, micro_batch=1, grad_acc=4, seq_len=32, policy="full")
     big = measure_accumulation(TINY, micro_batch=4, grad_acc=1, seq_len=32, policy="none")
-    assert full["tokens"] == big["tokens"] == 4 * 32
-    assert full["loss"] == pytest.approx(big["loss"], rel=1e-6)
+    assert full["tokens"] == big["tokens"] == 4 * 32, (
+        f"tokens counted: {full['tokens']} accumulated, {big['tokens']} in one pass, not 128"
+    )
+    assert full["loss"] == pytest.approx(big["loss"], rel=1e-6), (
+        f"4 checkpointed micro-batches give loss {full['loss']}, one pass {big['loss']}: the "
+        "accumulated loss is the global batch's token mean"
+    )
     for name, grad in big["grads"].items():
-        torch.testing.assert_close(full["grads"][name], grad, rtol=1e-5, atol=1e-7, msg=name)
+        torch.testing.assert_close(
+            full["grads"][name],
+            grad,
+            rtol=1e-5,
+            atol=1e-7,
+            msg=lambda m, name=name: (
+                f"{name}: accumulated checkpointed gradient is not the big batch's: accumulate "
+                f"with lab 4.1's step on the model checkpointed by `policy` ({m})"
+            ),
+        )
     same_split = measure_accumulation(TINY, micro_batch=1, grad_acc=4, seq_len=32, policy="none")
     assert full["peak_total"] < same_split["peak_total"], (
         f"policy='full' peaks at {full['peak_total']} bytes, not below the same split without "

@@ -166,7 +166,11 @@ def test_naive_sends_one_all_reduce_per_gradient() -> None:
     n = 4
     for r in launch(_train, n, "toy", "sgd", "naive"):
         want = sum(collective_bytes("all_reduce", b, n) for b in r["grads"])
-        assert r["steps"] == [(len(r["grads"]), want)] * STEPS
+        assert r["steps"] == [(len(r["grads"]), want)] * STEPS, (
+            f"(all-reduces, bytes) per step: {r['steps']}, not {len(r['grads'])} all-reduces "
+            f"of {want} bytes in all: naive data parallelism all-reduces each trainable "
+            "gradient once, on its own (a tied weight once, a frozen one never)"
+        )
         assert want == collective_bytes("all_reduce", sum(r["grads"]), n)
 
 
@@ -177,7 +181,12 @@ def test_naive_no_sync_accumulates_then_syncs_once() -> None:
     results = launch(_train, 2, "toy", "sgd", "naive", 25.0, 2)
     _check_against_reference(results, _reference("toy", "sgd", grad_acc=2))
     for r in results:
-        assert [calls for calls, _ in r["steps"]] == [len(r["grads"])] * STEPS
+        calls = [calls for calls, _ in r["steps"]]
+        assert calls == [len(r["grads"])] * STEPS, (
+            f"all-reduces per optimizer step: {calls}, not {len(r['grads'])} (one per gradient, "
+            "once per step): inside no_sync() the backward must not communicate, and the "
+            "synchronising backward then reduces the accumulated gradients"
+        )
 
 
 # -- lab05.3: buckets -------------------------------------------------------------------------
@@ -228,7 +237,11 @@ def test_bucketed_bytes_per_step_equal_the_formula(cap_mb: float) -> None:
         assert sum(r["buckets"]) == sum(r["grads"])
         want = collective_bytes("all_reduce", sum(r["grads"]), n)
         assert sum(collective_bytes("all_reduce", b, n) for b in r["buckets"]) == want
-        assert r["steps"] == [(len(r["buckets"]), want)] * STEPS
+        assert r["steps"] == [(len(r["buckets"]), want)] * STEPS, (
+            f"(all-reduces, bytes) per step: {r['steps']}, not one all-reduce per bucket "
+            f"({len(r['buckets'])}) sending the whole gradient's ring bytes ({want}) once: a "
+            "bucket reduced twice, a gradient reduced on its own, or padding sent"
+        )
 
 
 def _first_bucket(rank: int, world_size: int) -> list[list[str]]:
@@ -257,7 +270,11 @@ def test_bucketed_no_sync_accumulates_then_syncs_once() -> None:
     results = launch(_train, 4, "toy", "sgd", "bucketed", 0.002, 2)
     _check_against_reference(results, _reference("toy", "sgd", grad_acc=2))
     for r in results:
-        assert [calls for calls, _ in r["steps"]] == [len(r["buckets"])] * STEPS
+        calls = [calls for calls, _ in r["steps"]]
+        assert calls == [len(r["buckets"])] * STEPS, (
+            f"all-reduces per optimizer step: {calls}, not one per bucket ({len(r['buckets'])}): "
+            "inside no_sync() the hooks must not launch a bucket"
+        )
 
 
 class RegisteredOutOfOrder(nn.Module):
@@ -341,7 +358,11 @@ def test_a_parameter_without_gradient_is_named(variant: str) -> None:
     """Catches a silent hang (or a silently stale gradient) when a trainable parameter takes
     no part in the loss: the error names it, on every rank, instead."""
     for message in launch(_unused, 2, variant):
-        assert "no gradient for" in message and "extra.weight" in message
+        assert "no gradient for" in message and "extra.weight" in message, (
+            f"a trainable parameter outside the loss gave {message!r}: the synchronisation must "
+            "stop with an error naming it ('no gradient for extra.weight'), not hang or reduce "
+            "a stale gradient"
+        )
 
 
 def _double(rank: int, world_size: int) -> list[str]:

@@ -630,9 +630,21 @@ def test_bytes_from_split_sizes_equal_the_formula_under_uniform_routing(ep):
     counted per expert instead of per rank, and a rank's own rows counted as sent."""
     for run in measure_dispatch(ep, routing="uniform"):
         formula = all_to_all_bytes(tokens=64, top_k=2, hidden=64, ep=ep, bytes_per_element=4)
-        assert run["tokens_per_expert"] == [32, 32, 32, 32]
-        assert run["dispatch_bytes"] == run["combine_bytes"] == formula == run["formula"]
-        assert run["step_bytes"] == run["counter_bytes"] == ep_step_bytes(formula)
+        assert run["tokens_per_expert"] == [32, 32, 32, 32], (
+            f"ep = {ep}, uniform routing: tokens per expert {run['tokens_per_expert']}, not 32 "
+            "each: the layer routes with lab10.1's router and keeps every choice (dropless)"
+        )
+        assert run["dispatch_bytes"] == run["combine_bytes"] == formula == run["formula"], (
+            f"ep = {ep}: dispatch sent {run['dispatch_bytes']} bytes and combine "
+            f"{run['combine_bytes']}, not T k h (ep - 1)/ep = {formula}: the split sizes must "
+            "count rows per destination rank (an expert's rows to the rank holding it), and a "
+            "rank's rows for itself are not sent"
+        )
+        assert run["step_bytes"] == run["counter_bytes"] == ep_step_bytes(formula), (
+            f"ep = {ep}: a step sent {run['step_bytes']} bytes (CommCounter: "
+            f"{run['counter_bytes']}), not four all-to-alls of {formula} (dispatch and combine, "
+            "forward and backward)"
+        )
 
 
 # -- not graded: closed forms, the capacity buffer, bad input ------------------------------------

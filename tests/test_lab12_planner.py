@@ -76,8 +76,15 @@ def test_experts_shard_over_dp_over_ep():
     mixtral = as_model("mixtral-8x7b")
     dense, expert = mixtral.params_per_rank(tp=1, pp=1, ep=4)
     got = rank_memory(mixtral, ParallelConfig(dp=8, ep=4, zero=1), seq_len=S, global_batch=B)
-    assert got["optimizer"] == 12 * -(-dense // 8) + 12 * -(-expert // 2)
-    assert got["params"] == 2 * (dense + expert)
+    want = 12 * -(-dense // 8) + 12 * -(-expert // 2)
+    assert got["optimizer"] == want, (
+        f"Mixtral, dp = 8, ep = 4, ZeRO-1: {got['optimizer']} optimizer bytes, not {want}: the "
+        "dense weights' states shard over the 8 dp ranks, each expert's over the dp / ep = 2 "
+        "ranks that hold it"
+    )
+    assert got["params"] == 2 * (dense + expert), (
+        f"ZeRO-1 keeps the rank's 16-bit weights whole: {got['params']}, not 2 x {dense + expert}"
+    )
 
 
 @pytest.mark.lab12
@@ -107,9 +114,18 @@ def test_first_stage_holds_p_micro_batches_last_stage_one():
     c = ParallelConfig(dp=4, pp=4)  # m = 64 / 4 = 16 micro-batches, 8 layers per stage
     first = rank_memory(L8, c, seq_len=S, global_batch=B, stage=0)
     last = rank_memory(L8, c, seq_len=S, global_batch=B, stage=3)
-    assert first["activations"] == 8 * 4 * _per_layer() and first["logits"] == 0
-    assert last["activations"] == 8 * 1 * _per_layer()
-    assert last["logits"] == 4 * S * 128256  # fp32, one micro-batch of one sequence
+    assert first["activations"] == 8 * 4 * _per_layer() and first["logits"] == 0, (
+        f"pp = 4, stage 0: {first['activations']} bytes of activations and {first['logits']} of "
+        f"logits, not 8 layers x p = 4 micro-batches in flight ({8 * 4 * _per_layer()}) and no "
+        "logits: 1F1B's first stage holds p micro-batches, only the last stage has the head"
+    )
+    assert last["activations"] == 8 * 1 * _per_layer(), (
+        f"pp = 4, last stage: {last['activations']} bytes of activations, not 8 layers x one "
+        f"micro-batch ({8 * _per_layer()}): 1F1B's last stage holds one micro-batch in flight"
+    )
+    assert last["logits"] == 4 * S * 128256, (  # fp32, one micro-batch of one sequence
+        f"last stage: {last['logits']} bytes of logits, not fp32 s x V = {4 * S * 128256}"
+    )
     assert peak_memory(L8, c, seq_len=S, global_batch=B)["stage"] == 0
 
 
@@ -120,10 +136,18 @@ def test_interleaving_and_a_short_batch_change_what_is_in_flight():
     first stage) and holding more micro-batches than the step has."""
     c = ParallelConfig(dp=4, pp=4, v=2)  # (v + 1) p - 1 = 11 chunks of half a stage: 5.5
     got = rank_memory(L8, c, seq_len=S, global_batch=B, stage=0)
-    assert got["activations"] == round(8 * 5.5 * _per_layer())
+    want = round(8 * 5.5 * _per_layer())
+    assert got["activations"] == want, (
+        f"pp = 4, v = 2, stage 0: {got['activations']} bytes of activations, not {want}: "
+        "interleaving's warm-up keeps (v + 1) p - 1 = 11 chunks of half a stage in flight "
+        "(p (1 + (p - 1) / (p v)) micro-batches), not 1F1B's p"
+    )
     short = ParallelConfig(dp=32, pp=4, micro_batch=1)  # 64 / 32 = 2 micro-batches in all
     got = rank_memory(as_model("llama-3-8b"), short, seq_len=S, global_batch=B, stage=0)
-    assert got["activations"] == 8 * 2 * _per_layer()
+    assert got["activations"] == 8 * 2 * _per_layer(), (
+        f"a step of 2 micro-batches on pp = 4: {got['activations']} bytes of activations, not "
+        "8 layers x 2: no more micro-batches are in flight than the step has, min(p, m)"
+    )
 
 
 @pytest.mark.lab12
@@ -250,5 +274,12 @@ def test_choose_respects_memory():
     small_gpus = Cluster.from_preset("dgx-h100", 16, memory_bytes=24 * 2**30)
     small = choose("llama-3-8b", small_gpus, global_batch=B, seq_len=S)
     assert big.memory["total"] > 24 * 2**30, "pick a smaller memory for this test"
-    assert small.memory["total"] <= 24 * 2**30 and small.config != big.config
-    assert small.time.total >= big.time.total
+    assert small.memory["total"] <= 24 * 2**30 and small.config != big.config, (
+        f"on 24 GiB GPUs choose picked {small.config.key()} needing "
+        f"{small.memory['total'] / 2**30:.1f} GiB: it must pick the fastest configuration "
+        "that fits, not the fastest one"
+    )
+    assert small.time.total >= big.time.total, (
+        "the choice on smaller GPUs is faster than on larger ones: the larger GPUs' choice was "
+        "not the fastest that fits"
+    )

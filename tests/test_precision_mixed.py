@@ -87,7 +87,12 @@ def test_loss_scaler_unscales_in_fp32_and_skips_overflow() -> None:
         p.grad = torch.full(p.shape, g * scaler.get_scale(), dtype=torch.float16)
     assert opt.step() is True
     for _, master in opt.pairs:
-        assert torch.equal(master, torch.full(master.shape, -g))  # w = 0 - lr g, in fp32
+        assert torch.equal(master, torch.full(master.shape, -g)), (  # w = 0 - lr g, in fp32
+            f"after one SGD step with lr = 1 the fp32 master holds {master.flatten()[0].item()!r}, "
+            f"not -g = {-g!r}: the gradient must be copied to fp32 and divided by the scale "
+            "there (in fp16, g falls into the subnormals and loses its low bits; unscaled, the "
+            "step is S times too large)"
+        )
     before = [m.clone() for _, m in opt.pairs]
     momentum = opt.optimizer.state[opt.pairs[0][1]]["momentum_buffer"].clone()
     ours[0].grad = torch.full(ours[0].shape, math.inf, dtype=torch.float16)
@@ -96,9 +101,16 @@ def test_loss_scaler_unscales_in_fp32_and_skips_overflow() -> None:
         "a step with an inf gradient must be skipped: step() returned True (the optimizer ran "
         "on inf/NaN gradients)"
     )
-    assert scaler.get_scale() == 2.0**15
-    assert all(torch.equal(m, b) for (_, m), b in zip(opt.pairs, before))
-    assert torch.equal(opt.optimizer.state[opt.pairs[0][1]]["momentum_buffer"], momentum)
+    assert scaler.get_scale() == 2.0**15, (
+        f"after an overflow the scale is {scaler.get_scale()}, not 2^15: the step must report "
+        "the inf to the loss scaler (unscale_, then update) so that it backs off"
+    )
+    assert all(torch.equal(m, b) for (_, m), b in zip(opt.pairs, before)), (
+        "a step with an inf gradient changed the masters: it must be skipped"
+    )
+    assert torch.equal(opt.optimizer.state[opt.pairs[0][1]]["momentum_buffer"], momentum), (
+        "a skipped step changed the momentum: the optimizer must not run on an inf gradient"
+    )
 
 
 @pytest.mark.lab02
@@ -201,7 +213,12 @@ def test_state_bytes_are_16_or_20_per_param(fp32_grads: bool) -> None:
     want = {"params": 2 * n, "grads": 2 * n, "master": 4 * n, "exp_avg": 4 * n, "exp_avg_sq": 4 * n}
     if fp32_grads:
         want["fp32 grads"] = 4 * n
-    assert got == want
+    assert got == want, (
+        f"bytes held per kind: {got}, not {want} (n = {n}): 16-bit params and grads, fp32 "
+        "masters, m and v"
+        + (", and the fp32 gradient buffer" if fp32_grads else "")
+        + "; without fp32_grads the fp32 gradients live only during the step"
+    )
     per_param = model_state_bytes(n, recipe="mixed_fp32_grads" if fp32_grads else "mixed")
     assert sum(got.values()) == per_param["total"]
 

@@ -199,11 +199,15 @@ def test_counted_bytes_per_layer_equal_tp_comm_bytes(tp):
     """8 b s h (t-1)/t elements per layer and micro-batch (4 all-reduces), exactly; 12 with full
     recomputation. Catches f placed before each of wq, wk, wv (three all-reduces instead of one)."""
     out = count_tp_bytes(tp)
-    assert out["calls"] == {"all_reduce": 4}
-    assert (
-        out["counted"]
-        == out["formula"]
-        == tp_comm_bytes(micro_batch=2, seq_len=16, hidden=64, tp=tp, bytes_per_element=4)
+    assert out["calls"] == {"all_reduce": 4}, (
+        f"tp = {tp}: one block's forward and backward called {out['calls']}, not 4 all-reduces: "
+        "g after attention and after the MLP in forward, f before them in backward; one f "
+        "before the shared input of wq, wk and wv, not one each (nothing when not parallel)"
+    )
+    want = tp_comm_bytes(micro_batch=2, seq_len=16, hidden=64, tp=tp, bytes_per_element=4)
+    assert out["counted"] == out["formula"] == want, (
+        f"tp = {tp}: the all-reduces sent {out['counted']} bytes, not 8 b s h (t - 1)/t "
+        f"elements = {want}"
     )
     assert out["total"] - out["counted"] == out["extra_formula"]  # the kv copies' gradients
     full = count_tp_bytes(tp, recompute="full")
@@ -217,7 +221,11 @@ def test_stored_activations_per_layer_equal_the_formula_under_tp():
     tp_activation_bytes: norms and the linears' shared inputs whole, the rest split by t."""
     for tp in (2, 4):
         out = measure_tp_activations(tp)
-        assert out["per_rank"] == [out["formula"]] * tp, (tp, out)
+        assert out["per_rank"] == [out["formula"]] * tp, (
+            f"tp = {tp}: each rank's block stores {out['per_rank']} bytes, not "
+            f"tp_activation_bytes = {out['formula']} ({out}): more means the block is not "
+            "split (whole heads or whole MLP on every rank), less that something is not stored"
+        )
 
 
 # -- lab07.4: vocabulary-parallel embedding and cross-entropy ---------------------------------
@@ -355,8 +363,18 @@ def _head(rank: int, world_size: int) -> tuple:
 def test_vocab_parallel_head_is_the_padded_tables_slice():
     """Rank r's rows of the head padded with zero rows to 256 (catches padding on the wrong
     side, or slicing before padding)."""
-    for ours, want in launch(_head, 4):
-        torch.testing.assert_close(ours, want, rtol=0, atol=0)
+    for rank, (ours, want) in enumerate(launch(_head, 4)):
+        torch.testing.assert_close(
+            ours,
+            want,
+            rtol=0,
+            atol=0,
+            msg=lambda m, rank=rank: (
+                f"rank {rank}'s head is not rows {rank} x 64 to {(rank + 1) * 64} of the head "
+                "padded with zero rows to 256 (250 rounded up to a multiple of 8 x 4): pad at "
+                f"the end first, then give each rank its contiguous slice ({m})"
+            ),
+        )
 
 
 # -- lab07.5: sequence parallelism -----------------------------------------------------------
@@ -438,11 +456,22 @@ def test_sequence_parallel_bytes_and_stored_activations():
     norms' stored activations split by t (tracker = tp_activation_bytes)."""
     for tp in (2, 4):
         out = count_tp_bytes(tp, sp=True)
-        assert out["calls"] == {"all_gather": 4, "reduce_scatter": 4}
-        assert out["counted"] == out["formula"] == count_tp_bytes(tp)["formula"]
+        assert out["calls"] == {"all_gather": 4, "reduce_scatter": 4}, (
+            f"tp = {tp} with sp: one block called {out['calls']}, not 4 all-gathers and 4 "
+            "reduce-scatters: under sp each region's entry all-gathers the s/t shards and its "
+            "exit reduce-scatters (g becomes a reduce-scatter, f an all-gather)"
+        )
+        assert out["counted"] == out["formula"] == count_tp_bytes(tp)["formula"], (
+            f"tp = {tp} with sp: {out['counted']} bytes sent, not the all-reduces' "
+            f"{out['formula']} (an all-gather and a reduce-scatter send what one all-reduce does)"
+        )
         assert out["total"] - out["counted"] == out["extra_formula"]
         act = measure_tp_activations(tp, sp=True)
-        assert act["per_rank"] == [act["formula"]] * tp, (tp, act)
+        assert act["per_rank"] == [act["formula"]] * tp, (
+            f"tp = {tp} with sp: each rank stores {act['per_rank']} bytes, not "
+            f"tp_activation_bytes = {act['formula']} ({act}): under sp the norms and dropouts "
+            "keep only the rank's s/t tokens"
+        )
         assert act["formula"] < measure_tp_activations(tp)["formula"]
 
 
