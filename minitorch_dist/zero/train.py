@@ -13,7 +13,9 @@ need padding; the ``tiny`` preset (125,248 = 2^6 x 1,957 parameters) divides by 
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
+from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
@@ -32,7 +34,7 @@ from minitorch_dist.reference import (
 )
 from minitorch_dist.zero import zero_optimizer
 
-__all__ = ["UNEVEN", "compare_with_reference", "make_batches", "rank_rows"]
+__all__ = ["UNEVEN", "ZeroRun", "compare_with_reference", "make_batches", "rank_rows"]
 
 # hidden 30 = 3 heads x 10: Psi = 30 x 1157, which is 2 mod 4 (the norm's 30 weights pad at N = 4)
 UNEVEN = LlamaConfig(
@@ -63,90 +65,75 @@ def _full_parameters(model: nn.Module, opt: Any) -> dict[str, torch.Tensor]:
     return opt.full_parameters()  # a collective at stage 3: every rank calls it
 
 
+@dataclass(frozen=True)
+class ZeroRun:
+    """What :func:`compare_with_reference` trains, on both sides (its keyword arguments)."""
+
+    model_fn: Callable[[], nn.Module] = _llama  # builds the model (default: the UNEVEN Llama)
+    steps: int = 3
+    global_batch: int = 8  # sequences per step; rank r trains on rows r*gbs/N ...
+    seq_len: int = 16
+    lr: float = 1e-3
+    vocab: int = 256
+    seed: int = 0  # of the model's weights and of the batches
+    loss_fn: Callable = cross_entropy
+    timeout: float = 120.0  # seconds for the launch
+    optimizer_class: type[torch.optim.Optimizer] = torch.optim.Adam  # on both sides
+    grad_acc: int = 1  # micro-batches per step
+    batches: list | None = None  # the global batches (None: synthetic ones)
+
+
 def _train_rank(
-    rank: int,
-    world_size: int,
-    stage: int,
-    model_fn: Callable,
-    batches: list,
-    lr: float,
-    seed: int,
-    loss_fn: Callable,
-    options: dict,
-    optimizer_class: type,
-    grad_acc: int,
+    rank: int, world_size: int, stage: int, run: ZeroRun, batches: list, options: dict
 ) -> Run:
-    torch.manual_seed(seed)  # the same initial model on every rank
-    model = model_fn()
-    opt = zero_optimizer(model, stage, optimizer_class, lr=lr, **options)
+    torch.manual_seed(run.seed)  # the same initial model on every rank
+    model = run.model_fn()
+    opt = zero_optimizer(model, stage, run.optimizer_class, lr=run.lr, **options)
     return run_training(
         model,
         opt,
         batches,
-        loss_fn=loss_fn,
+        loss_fn=run.loss_fn,
         rank=rank,
         world_size=world_size,
-        grad_acc=grad_acc,
+        grad_acc=run.grad_acc,
         grads=lambda m, o: {},
         weights=_full_parameters,
     )
 
 
 def compare_with_reference(
-    stage: int,
-    world_size: int,
-    *,
-    model_fn: Callable[[], nn.Module] = _llama,
-    steps: int = 3,
-    global_batch: int = 8,
-    seq_len: int = 16,
-    lr: float = 1e-3,
-    vocab: int = 256,
-    seed: int = 0,
-    loss_fn: Callable = cross_entropy,
-    timeout: float = 120.0,
-    optimizer_class: type[torch.optim.Optimizer] = torch.optim.Adam,
-    grad_acc: int = 1,
-    batches: list | None = None,
-    **options: Any,
+    stage: int, world_size: int, run: ZeroRun | None = None, **options: Any
 ) -> dict[str, Any]:
-    """Train ``steps`` steps with ZeRO ``stage`` on ``world_size`` emulated ranks and with the
-    single-process reference (``torch.optim.Adam``, the whole batch), through the shared harness
-    of :mod:`minitorch_dist.reference`; compare the trainable parameters.
+    """Train ``run.steps`` steps with ZeRO ``stage`` on ``world_size`` emulated ranks and with
+    the single-process reference (``torch.optim.Adam``, the whole batch), through the shared
+    harness of :mod:`minitorch_dist.reference`; compare the trainable parameters.
 
-    ``options`` go to the ZeRO optimizer (``offload=True``, ``prefetch=False``, ``units=...``).
-    ``optimizer_class`` replaces Adam on both sides (SGD: a scale-sensitive check);
-    ``grad_acc`` micro-batches per step; ``batches`` replaces the synthetic global batches.
+    ``options`` that name a field of ``run`` (a :class:`ZeroRun`) replace it
+    (``optimizer_class`` replaces Adam on both sides, SGD being a scale-sensitive check;
+    ``grad_acc`` micro-batches per step; ``batches`` the synthetic global batches); the others
+    go to the ZeRO optimizer (``offload=True``, ``prefetch=False``, ``units=...``).
     Returns ``max_abs_error`` (over every element), ``worst`` (the parameter where it occurs),
     ``errors`` (per parameter), ``zero`` and ``reference`` (the trained parameters) and the
     losses: ``zero_losses`` (rank 0's local losses), ``reference_losses``; ``runs`` (every
     rank's :class:`~minitorch_dist.reference.Run`) and ``reference_run`` for
     :func:`~minitorch_dist.reference.assert_runs_match`.
     """
+    fields = {f.name for f in dataclasses.fields(ZeroRun)}
+    run = replace(run or ZeroRun(), **{k: v for k, v in options.items() if k in fields})
+    options = {k: v for k, v in options.items() if k not in fields}
+    batches = run.batches
     if batches is None:
-        batches = make_batches(vocab, global_batch, seq_len, steps, seed)
+        batches = make_batches(run.vocab, run.global_batch, run.seq_len, run.steps, run.seed)
     ref = reference_run(
-        model_fn,
-        _optimizer(optimizer_class, lr),
+        run.model_fn,
+        _optimizer(run.optimizer_class, run.lr),
         batches,
-        seed=seed,
-        loss_fn=loss_fn,
-        grad_acc=grad_acc,
+        seed=run.seed,
+        loss_fn=run.loss_fn,
+        grad_acc=run.grad_acc,
     )
-    runs = launch(
-        _train_rank,
-        world_size,
-        stage,
-        model_fn,
-        batches,
-        lr,
-        seed,
-        loss_fn,
-        options,
-        optimizer_class,
-        grad_acc,
-        timeout=timeout,
-    )
+    runs = launch(_train_rank, world_size, stage, run, batches, options, timeout=run.timeout)
     result = compare(runs[0].weights, ref.weights)
     return {
         "max_abs_error": result.max_abs_error,
