@@ -130,9 +130,10 @@ def plot_outlier_growth(
     """Outlier ratio (amax / rms) against the training step, one line per run, under the ratio
     where per-tensor fp8 pushes typical entries into the subnormals (``headroom``); with
     ``losses`` (named "<run> <recipe>"), their loss curves on a second panel, one colour per run,
-    its first recipe solid and the others dashed."""
-    fig = BookFigure(figsize=(COLUMN_IN, 4.2))
-    ax = fig.add_subplot(1, 2 if losses else 1, 1)
+    its first recipe solid and the others dashed, below the first (the column is too narrow for
+    the two side by side)."""
+    fig = BookFigure(figsize=(COLUMN_IN, 7.6 if losses else 4.2))
+    ax = fig.add_subplot(2 if losses else 1, 1, 1)
     for name, values in ratios.items():
         ax.plot(range(1, len(values) + 1), values, label=name)
     ax.axhline(
@@ -145,7 +146,7 @@ def plot_outlier_growth(
     ax.legend(fontsize="small")
     ax.grid(alpha=0.3, which="both")
     if losses:
-        right = fig.add_subplot(1, 2, 2)
+        right = fig.add_subplot(2, 1, 2)
         colours: dict[str, str] = {}
         for name, values in losses.items():  # "<run> <recipe>": a colour per run, a dash per recipe
             run, _, recipe = name.rpartition(" ")
