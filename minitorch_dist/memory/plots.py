@@ -106,11 +106,14 @@ def plot_timeline(
         end = changes[k + 1] if k + 1 < len(changes) else len(samples) - 1
         ax.axvline(start, color="black", linestyle=":", linewidth=0.8)
         if end - start > len(samples) // 50:  # label the phases wide enough to hold a word
+            x, ha = (start + end) / 2, "center"
+            if end - start < len(samples) // 8 and k in (0, len(changes) - 1):
+                x, ha = (start, "left") if k == 0 else (end, "right")  # not past the axes
             ax.text(
-                (start + end) / 2,
+                x,
                 top * 1.02,
                 samples[start][1],
-                ha="center",
+                ha=ha,
                 va="bottom",
                 fontsize=9,
             )
