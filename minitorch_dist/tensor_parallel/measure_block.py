@@ -7,6 +7,7 @@ Every function runs its ranks with :func:`minitorch_dist.launch`;
 
 from __future__ import annotations
 
+from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
@@ -28,46 +29,41 @@ from minitorch_dist.tensor_parallel.functions import scatter_to_sp
 from minitorch_dist.tensor_parallel.model import check_tp_config, parallelize_block
 from minitorch_dist.tensor_parallel.sequence import sequence_parallel_norms
 
-__all__ = ["count_tp_bytes", "measure_tp_activations"]
+__all__ = ["BlockRun", "count_tp_bytes", "measure_tp_activations"]
+
+
+@dataclass(frozen=True)
+class BlockRun:
+    """One Block, tensor-parallel, as :func:`count_tp_bytes` and :func:`measure_tp_activations`
+    run it (their keyword arguments)."""
+
+    sp: bool = False  # sequence parallelism on the tp group
+    micro_batch: int = 2
+    seq_len: int = 16
+    config: LlamaConfig = TINY  # the Block's shapes
+    dtype: torch.dtype = torch.float32
+    regather: bool = False  # save this rank's shard of the gathered input, gather again later
+    timeout: float = 60.0  # seconds for the launch
 
 
 def _block_and_input(
-    rank: int,
-    tp: int,
-    config: LlamaConfig,
-    sp: bool,
-    micro_batch: int,
-    seq_len: int,
-    dtype: torch.dtype,
-    seed: int,
-    regather: bool = False,
+    run: BlockRun, seed: int = 0
 ) -> tuple[Block, torch.Tensor, torch.Tensor, torch.Tensor]:
     """One seeded Block cut over the world group, and this rank's input (b, s or s/t, h)."""
+    config, dtype, seq_len = run.config, run.dtype, run.seq_len
     torch.manual_seed(seed)
     block = Block(config).to(dtype)
-    x = torch.randn(micro_batch, seq_len, config.hidden, dtype=dtype)
-    if sp:  # the norms' gradient hooks first, as apply_tensor_parallel does
+    x = torch.randn(run.micro_batch, seq_len, config.hidden, dtype=dtype)
+    if run.sp:  # the norms' gradient hooks first, as apply_tensor_parallel does
         sequence_parallel_norms(block, dist.group.WORLD)
         x = scatter_to_sp(x, dist.group.WORLD)  # (b, s/t, h): my tokens
-    parallelize_block(block, dist.group.WORLD, sp=sp, regather=regather)
+    parallelize_block(block, dist.group.WORLD, sp=run.sp, regather=run.regather)
     cos, sin = rope_for(config, seq_len, None, dtype)
     return block, x.detach().requires_grad_(), cos, sin
 
 
-def _count_rank(
-    rank: int,
-    tp: int,
-    config: LlamaConfig,
-    sp: bool,
-    micro_batch: int,
-    seq_len: int,
-    recompute: str,
-    dtype: torch.dtype,
-    regather: bool,
-) -> dict[str, Any]:
-    block, x, cos, sin = _block_and_input(
-        rank, tp, config, sp, micro_batch, seq_len, dtype, 0, regather
-    )
+def _count_rank(rank: int, tp: int, run: BlockRun, recompute: str) -> dict[str, Any]:
+    block, x, cos, sin = _block_and_input(run)
 
     def step() -> CommCounter:
         with CommCounter() as cc:
@@ -93,16 +89,7 @@ def _count_rank(
 
 
 def count_tp_bytes(
-    tp: int,
-    *,
-    sp: bool = False,
-    micro_batch: int = 2,
-    seq_len: int = 16,
-    config: LlamaConfig | None = None,
-    recompute: str = "none",
-    dtype: torch.dtype = torch.float32,
-    regather: bool = False,
-    timeout: float = 60.0,
+    tp: int, run: BlockRun | None = None, *, recompute: str = "none", **options: Any
 ) -> dict[str, Any]:
     """Count with :class:`~minitorch_dist.comm.CommCounter` what rank 0 sends in one Block's
     forward + backward, tp-parallel over ``tp`` emulated ranks, beside :func:`tp_bytes`.
@@ -117,15 +104,17 @@ def count_tp_bytes(
     which adds the all-reduce of the replicated norm weights' gradients under sp (2 x h per layer)
     and of the kv-head copies when tp > kv_heads, and with ``regather`` the two all-gathers of
     the regions' inputs that the weight gradients need; ``extra_formula`` predicts that
-    difference.
+    difference. ``options`` replace fields of ``run`` (a :class:`BlockRun`).
     """
-    config = TINY if config is None else config
+    run = replace(run or BlockRun(), **options)
+    run = replace(run, config=TINY if run.config is None else run.config)
+    config, sp, dtype = run.config, run.sp, run.dtype
     check_choice("recompute", recompute, ("none", "selective", "full"))
     check_tp_config(config, tp)
     p = torch.empty((), dtype=dtype).element_size()
     shape = {
-        "micro_batch": micro_batch,
-        "seq_len": seq_len,
+        "micro_batch": run.micro_batch,
+        "seq_len": run.seq_len,
         "hidden": config.hidden,
         "tp": tp,
         "bytes_per_element": p,
@@ -134,19 +123,8 @@ def count_tp_bytes(
     }
     formula = tp_bytes(**shape)  # the activation path
     # the re-gathers feed the weight gradients only: they run when the weights train
-    extra = tp_bytes(**shape, regather=True) - formula if regather else 0
-    runs = launch(
-        _count_rank,
-        tp,
-        config,
-        sp,
-        micro_batch,
-        seq_len,
-        recompute,
-        dtype,
-        regather,
-        timeout=timeout,
-    )
+    extra = tp_bytes(**shape, regather=True) - formula if run.regather else 0
+    runs = launch(_count_rank, tp, run, recompute, timeout=run.timeout)
     if sp:  # the two norm weights of the block
         extra += 2 * collective_bytes("all_reduce", config.hidden * p, tp)
     if config.kv_heads % tp:  # wk and wv: a (kv_heads, d, h) buffer each
@@ -160,19 +138,8 @@ def count_tp_bytes(
     }
 
 
-def _activation_rank(
-    rank: int,
-    tp: int,
-    config: LlamaConfig,
-    sp: bool,
-    micro_batch: int,
-    seq_len: int,
-    dtype: torch.dtype,
-    regather: bool,
-) -> int:
-    block, x, cos, sin = _block_and_input(
-        rank, tp, config, sp, micro_batch, seq_len, dtype, 0, regather
-    )
+def _activation_rank(rank: int, tp: int, run: BlockRun) -> int:
+    block, x, cos, sin = _block_and_input(run)
     with MemoryTracker(block) as tracker:  # the weights counted as params on entry
         for t in (x, cos, sin):
             tracker.track(t, "other")  # made before: not part of the forward's growth
@@ -185,35 +152,26 @@ def _activation_rank(
     return grown - out.numel() * out.element_size() + x.numel() * x.element_size()
 
 
-def measure_tp_activations(
-    tp: int,
-    *,
-    sp: bool = False,
-    micro_batch: int = 2,
-    seq_len: int = 16,
-    config: LlamaConfig | None = None,
-    dtype: torch.dtype = torch.float32,
-    regather: bool = False,
-    timeout: float = 60.0,
-) -> dict[str, Any]:
+def measure_tp_activations(tp: int, run: BlockRun | None = None, **options: Any) -> dict[str, Any]:
     """Bytes one Block saves for backward on each rank, measured by
     :class:`~minitorch_dist.memory.MemoryTracker` (made by its forward and alive after it, minus
     its output, plus its input, which the first norm saves),
-    beside :func:`tp_activation_breakdown`."""
-    config = TINY if config is None else config
+    beside :func:`tp_activation_breakdown`. ``options`` replace fields of ``run`` (a
+    :class:`BlockRun`)."""
+    run = replace(run or BlockRun(), **options)
+    run = replace(run, config=TINY if run.config is None else run.config)
+    config, dtype = run.config, run.dtype
     check_tp_config(config, tp)
-    measured = launch(
-        _activation_rank, tp, config, sp, micro_batch, seq_len, dtype, regather, timeout=timeout
-    )
+    measured = launch(_activation_rank, tp, run, timeout=run.timeout)
     p = torch.empty((), dtype=dtype).element_size()
     breakdown = tp_activation_breakdown(
         config,
-        micro_batch=micro_batch,
-        seq_len=seq_len,
+        micro_batch=run.micro_batch,
+        seq_len=run.seq_len,
         tp=tp,
-        sp=sp,
+        sp=run.sp,
         bytes_per_element=p,
-        regather=regather,
+        regather=run.regather,
     )
     return {
         "measured": measured[0],
