@@ -115,6 +115,12 @@ CHECKS = {
         ("normal range", "{glue:text}`bf16_min_sub`", "{glue:text}`fp32_min_sub`"),
         r"anything fp32 holds, bf16 holds",
     ),
+    "a format's relative spacing lies between 2^-(M+1) and 2^-M, not 2^-M and 2^(1-M)": (
+        "chapters/02_number_formats.md",
+        "the *relative* spacing stays between",
+        ("between $2^{-M-1}$ and $2^{-M}$",),
+        r"between \$2\^\{-M\}\$ and\s+\$2\^\{1-M\}\$",
+    ),
     "ZeRO-Offload's delayed parameter update is optional and starts after a warm-up": (
         "chapters/06_zero_and_offload.md",
         "one-step delayed parameter update",

@@ -247,7 +247,7 @@ def spacing(x: torch.Tensor, fmt: str | FloatFormat | torch.dtype) -> torch.Tens
     """The gap between |x| and the next larger value of ``fmt`` (one "unit in the last place").
 
     2^(floor(log2 |x|) - M) for normal |x|, 2^(1 - B - M) for subnormals: the spacing doubles at
-    every power of two, so the *relative* spacing stays between 2^-M and 2^(1-M).
+    every power of two, so the *relative* spacing stays between 2^-(M+1) and 2^-M.
     """
     f = get_format(fmt)
     a = torch.as_tensor(x, dtype=torch.float64).abs()
