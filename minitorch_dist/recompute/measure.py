@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
@@ -36,6 +37,7 @@ from minitorch_dist.recompute.policies import POLICIES, apply_activation_checkpo
 
 __all__ = [
     "IMPLEMENTATIONS",
+    "RecomputeRun",
     "build_model",
     "measure_recompute",
     "stored_activations",
@@ -80,25 +82,37 @@ def build_model(
     return model
 
 
+@dataclass(frozen=True)
+class RecomputeRun:
+    """How :func:`measure_recompute` builds and runs its step (its keyword arguments)."""
+
+    policy: str = "none"  # "none", "selective", "full" or "ops" (see build_model)
+    impl: str = "ours"  # our checkpoint or torch's ("torch")
+    attention: str = "fused"  # the attention core: "fused" (SDPA) or "math"
+    dtype: torch.dtype = torch.float32
+    fake: bool = False  # fake tensors: any size measures in seconds
+    seed: int = 0  # of the model's weights and of the batch
+
+
 def measure_recompute(
     config: LlamaConfig,
     *,
     seq_len: int,
     micro_batch: int,
-    policy: str = "none",
-    impl: str = "ours",
-    attention: str = "fused",
-    dtype: torch.dtype = torch.float32,
-    fake: bool = False,
-    seed: int = 0,
+    run: RecomputeRun | None = None,
+    **options: Any,
 ) -> dict[str, Any]:
-    """One training step (SGD, so no optimizer state) under a MemoryTracker, on the CPU.
+    """One training step (SGD, so no optimizer state) under a MemoryTracker, on the CPU;
+    ``options`` replace fields of ``run`` (a :class:`RecomputeRun`: policy, implementation,
+    attention core, dtype, fake, seed).
 
     With ``fake=True`` the model and the batch are fake tensors (any size measures in seconds).
     Returns bytes: ``activations`` (stored by the forward, see :func:`stored_activations`),
     ``labelled`` (the tracker's ``activations`` category at the end of the forward),
     ``peak_total`` (the whole step's peak) and ``peak`` (its breakdown), and ``seconds``.
     """
+    run = replace(run or RecomputeRun(), **options)
+    fake, seed = run.fake, run.seed
     check_int("seq_len", seq_len)
     check_int("micro_batch", micro_batch)
     if seq_len > config.max_seq_len:
@@ -106,9 +120,11 @@ def measure_recompute(
     start = time.perf_counter()
     previous = torch.get_default_dtype()
     with FakeTensorMode() if fake else contextlib.nullcontext():
-        torch.set_default_dtype(dtype)  # .to(dtype) fails on fake modules: build in the dtype
+        torch.set_default_dtype(run.dtype)  # .to(dtype) fails on fake modules: build in the dtype
         try:
-            model = build_model(config, policy=policy, impl=impl, attention=attention, seed=seed)
+            model = build_model(
+                config, policy=run.policy, impl=run.impl, attention=run.attention, seed=seed
+            )
         finally:
             torch.set_default_dtype(previous)
         optimizer = torch.optim.SGD(model.parameters(), lr=1e-3)
