@@ -57,9 +57,8 @@ def plot_routing(
                     )
         if r:
             left.axvline(r * tokens - 0.5, color="black", lw=0.8)
-    left.set_xticks(
-        [r * tokens + tokens / 2 for r in range(ep)], [f"rank {r}'s tokens" for r in range(ep)]
-    )
+    left.set_xticks([r * tokens + tokens / 2 for r in range(ep)], [f"rank {r}" for r in range(ep)])
+    left.set_xlabel("tokens, by the rank that holds them")
     left.set_yticks(range(experts), [f"e{e} (rank {e // per})" for e in range(experts)])
     left.set_title("which expert each token chose (filled: first choice)", fontsize=9)
     colours = [RANK_COLOURS[(e // per) % len(RANK_COLOURS)] for e in range(experts)]

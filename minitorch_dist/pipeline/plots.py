@@ -8,6 +8,7 @@ wall-clock timestamps (:func:`wall_events`, on a GPU). Nothing here is hand-plac
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Sequence
 
 from matplotlib.axes import Axes
@@ -84,8 +85,8 @@ def plot_schedule(
         ncols=len(handles),
         frameon=False,
     )
-    if title:
-        ax.set_title(title, loc="left")
+    if title:  # wrapped, to leave the legend above the axes' right end its own room
+        ax.set_title(textwrap.fill(title, 46), loc="left")
     return fig
 
 
