@@ -164,3 +164,65 @@ def test_the_chinese_build_translates_and_executes_nothing_twice(tmp_path: Path)
     assert 'name="mt-lang-switch" content="../page.html"' in zh
     assert 'name="mt-lang-switch" content="zh_CN/page.html"' in en
     assert "No key" not in run.stderr
+
+
+# --- the Chinese catalogues themselves ------------------------------------------------------
+
+CATALOGUES = sorted((Path(__file__).parents[1] / "locales" / "zh_CN" / "LC_MESSAGES").rglob("*.po"))
+GLOSSARY = Path(__file__).parents[1] / "locales" / "zh_CN" / "glossary.tsv"
+
+
+def _messages(po: Path) -> list:
+    from babel.messages.pofile import read_po
+
+    with po.open("rb") as f:
+        return [m for m in read_po(f, locale="zh_CN") if m.id and m.string and not m.fuzzy]
+
+
+def _glossary() -> list[tuple[str, str]]:
+    rows = [line.split("\t") for line in GLOSSARY.read_text().splitlines()]
+    rows = [r for r in rows if len(r) == 2 and not r[0].startswith("#")]
+    assert rows[0] == ["english", "chinese"]
+    return [(en, zh) for en, zh in rows[1:]]
+
+
+def _page(po: Path) -> str:
+    return po.relative_to(GLOSSARY.parent / "LC_MESSAGES").with_suffix("").as_posix()
+
+
+@pytest.mark.parametrize("po", CATALOGUES, ids=_page)
+def test_every_translation_keeps_the_markup_of_its_english(po: Path) -> None:
+    from minitorch_dist.course.i18n import check_translation
+
+    bad = [(m.id[:70], why) for m in _messages(po) if (why := check_translation(m.id, m.string))]
+    assert not bad, f"{len(bad)} translations lose code, math, roles or link targets: {bad[:5]}"
+
+
+@pytest.mark.parametrize("po", CATALOGUES, ids=_page)
+def test_every_glossary_term_is_translated_the_one_way(po: Path) -> None:
+    """Where a message's English (outside code and math) has a glossary term, its translation
+    has the glossary's Chinese term; in a chapter, the first translation to use a term gives
+    the English beside it, in parentheses."""
+    import re
+
+    from minitorch_dist.course.i18n import _MARKUP
+
+    terms = [(en, zh) for en, zh in _glossary() if en != zh]
+    introduced: set[str] = set()
+    wrong, unintroduced = [], []
+    for m in _messages(po):
+        if m.string == m.id:
+            continue
+        english = _MARKUP.sub(" ", m.id)
+        for en, zh in terms:
+            if not re.search(rf"(?<![\w-]){re.escape(en)}(?![\w-])", english, re.IGNORECASE):
+                continue
+            if zh not in m.string:
+                wrong.append(f"{en!r} -> {zh!r} in {m.id[:60]!r}")
+            elif zh not in introduced:
+                introduced.add(zh)
+                if _page(po).startswith("chapters/0") or _page(po).startswith("chapters/1"):
+                    if not re.search(rf"[（(]\s*{re.escape(en)}", m.string, re.IGNORECASE):
+                        unintroduced.append(f"{zh} without ({en}) in {m.string[:60]!r}")
+    assert not wrong, f"{len(wrong)} glossary terms translated otherwise: {wrong[:8]}"
+    assert not unintroduced, f"first uses without the English term: {unintroduced[:8]}"

@@ -4,6 +4,8 @@
     python -m minitorch_dist.course.i18n stats     # the share translated, page by page
     python -m minitorch_dist.course.i18n build     # _build/html/zh_CN/, after the English build
     python -m minitorch_dist.course.i18n twins     # labs/zh_CN/: the labs with Chinese text
+    python -m minitorch_dist.course.i18n todo chapters/06_zero_and_offload   # what is left
+    python -m minitorch_dist.course.i18n fill chapters/06_zero_and_offload t.json  # {en: zh}
 
 **One source.** The English chapters and labs are the source. ``extract`` runs Sphinx's gettext
 builder over them and merges what it finds into one catalogue per page
@@ -297,6 +299,67 @@ def write_twins(book: Book = Book(), language: str = LANGUAGE) -> list[Path]:
     return out
 
 
+_MARKUP = re.compile(
+    r"\{[\w:-]+\}`[^`]*`"  # a role: {glue:text}`key`, {cite:p}`key`, {numref}`label`
+    r"|``[^`]+``|`[^`]+`"  # inline code
+    r"|\$\$[^$]+\$\$|\$[^$]+\$"  # math
+    r"|\]\([^)\s]+\)"  # a link's target (its text is translated)
+)
+
+
+def markup(text: str) -> list[str]:
+    """What a translation must keep as it is, sorted: roles, inline code, math, link targets."""
+    return sorted(_MARKUP.findall(text))
+
+
+def check_translation(msgid: str, msgstr: str) -> str | None:
+    """Why ``msgstr`` cannot stand for ``msgid`` (None if it can): it must keep every role,
+    code span, formula and link target of the English, and no more of them."""
+    want, got = markup(msgid), markup(msgstr)
+    if want != got:
+        missing = [m for m in want if m not in got]
+        extra = [m for m in got if m not in want]
+        return f"markup differs: missing {missing}, added {extra}"
+    return None
+
+
+def fill(page: str, translations: dict[str, str], book: Book = Book()) -> tuple[int, list[str]]:
+    """Write ``translations`` (English message -> Chinese) into ``page``'s catalogue; a message
+    the catalogue lacks, or a translation that loses markup, is reported, not written.
+    Returns the number written and the problems."""
+    from babel.messages.pofile import read_po, write_po
+
+    po = book.catalogue(page)
+    with po.open("rb") as f:
+        catalog = read_po(f, locale=LANGUAGE)
+    problems, written = [], 0
+    for msgid, msgstr in translations.items():
+        message = catalog.get(msgid)
+        if message is None:
+            problems.append(f"not in the catalogue (changed in English?): {msgid[:80]!r}")
+            continue
+        why = check_translation(msgid, msgstr)
+        if why:
+            problems.append(f"{why}: {msgid[:80]!r}")
+            continue
+        message.string = msgstr
+        message.flags.discard("fuzzy")
+        message.previous_id = []
+        written += 1
+    with po.open("wb") as f:
+        write_po(
+            f,
+            catalog,
+            width=0,
+            omit_header=True,
+            ignore_obsolete=True,
+            include_previous=True,
+            include_lineno=False,
+            sort_output=False,
+        )
+    return written, problems
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["extract"]:
@@ -305,6 +368,17 @@ def main(argv: list[str] | None = None) -> int:
     elif argv[:1] == ["stats"]:
         for page, (done, fuzzy, total) in stats().items():
             print(f"{page:50s} {done:5d}/{total:<5d} translated, {fuzzy} fuzzy")
+    elif argv[:1] == ["fill"] and len(argv) == 3:
+        written, problems = fill(argv[1], json.loads(Path(argv[2]).read_text()))
+        print(f"{written} translations written to {argv[1]}")
+        for problem in problems:
+            print("  " + problem)
+    elif argv[:1] == ["todo"] and len(argv) == 2:  # the page's messages still to translate
+        from babel.messages.pofile import read_po
+
+        with Book().catalogue(argv[1]).open("rb") as f:
+            todo = [m.id for m in read_po(f) if m.id and (not m.string or m.fuzzy)]
+        print(json.dumps(todo, ensure_ascii=False, indent=1))
     elif argv[:1] == ["twins"]:
         for path in write_twins():
             print(path.relative_to(ROOT))
