@@ -6,6 +6,10 @@ under another name, or re-exports one (each such spelling is a second name to lo
 
 One type for a group: every public function's ``group`` (and ``tp_group``, ``cp_group`` ...)
 is a ``Group`` (``minitorch_dist.comm.groups``: a process group or None), in every folder.
+
+Small signatures for measurements: a public function of a measuring module takes at most
+:data:`MAX_PARAMETERS` named parameters; more settings go in a frozen config dataclass (as
+``TPRun``, ``GridRun``), whose fields may still be passed by keyword.
 """
 
 from __future__ import annotations
@@ -110,3 +114,23 @@ def test_every_group_parameter_has_the_one_type() -> None:
                             f"{path.relative_to(PACKAGE)}:{f.lineno} {f.name}({a.arg}: {got})"
                         )
     assert not found, f"group parameters not typed as the one Group: {found}"
+
+
+MAX_PARAMETERS = 7
+# the modules that measure a technique or compare it with the single process
+MEASURING = ("measure*.py", "parallel3d/compare.py", "zero/train.py")
+
+
+def test_measurements_take_a_config_not_a_dozen_arguments() -> None:
+    """Catches a measurement function growing a 10-14-argument signature again (each setting
+    a positional argument threaded through the launched rank function)."""
+    paths = sorted({p for pattern in MEASURING for p in PACKAGE.rglob(pattern)})
+    assert len(paths) >= 8, paths
+    found = []
+    for path in paths:
+        tree = ast.parse(path.read_text(), filename=str(path))
+        for f in _public_functions(tree):
+            named = f.args.posonlyargs + f.args.args + f.args.kwonlyargs
+            if len(named) > MAX_PARAMETERS:
+                found.append(f"{path.relative_to(PACKAGE)}:{f.lineno} {f.name}: {len(named)}")
+    assert not found, f"measurements with more than {MAX_PARAMETERS} parameters: {found}"
