@@ -44,8 +44,9 @@ def plot_tp_activations(
         zorder=3,
         label="measured (tracker)",
     )
-    ax.set_xticks(list(xs), [row[0] for row in rows])
+    # a label on two lines after its first word ("t=2 sp regather"), unless it has its own
+    ax.set_xticks(list(xs), [r[0] if "\n" in r[0] else r[0].replace(" ", "\n", 1) for r in rows])
     ax.set_ylabel("KiB stored per layer, per rank")
     ax.set_title(title)
-    ax.legend(fontsize=8, loc="upper right")
+    ax.legend(fontsize=8, loc="upper right", markerscale=0.4)  # the tick's marker fits its key
     return fig
