@@ -6,6 +6,9 @@ ignored, a buffer left out. Each message is the graded test's own, naming the mi
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
+
 import torch
 import torch.distributed as dist
 from mutants_common import Mutant
@@ -19,11 +22,18 @@ from mutants_lookups import (
     _update_like_grad_scaler,
 )
 
+from minitorch_dist.accumulate.accumulate import count_tokens, token_loss_sum
 from minitorch_dist.memory.estimate import activation_bytes as _activation_bytes
 from minitorch_dist.memory.estimate import bytes_per_param as _bytes_per_param
 from minitorch_dist.memory.estimate import model_state_bytes as _model_state_bytes
 from minitorch_dist.models.capacity import expert_capacity as _expert_capacity
+from minitorch_dist.models.llama import Block
 from minitorch_dist.models.routing import top_k_route as _top_k_route
+from minitorch_dist.pipeline.schedules import Action
+from minitorch_dist.pipeline.simulate import simulate as _simulate
+from minitorch_dist.planner.fit import rank_memory as _rank_memory
+from minitorch_dist.precision import formats
+from minitorch_dist.precision.formats import encode as _encode
 
 _SHARDED = {
     0: (),
@@ -96,6 +106,123 @@ def _all_to_all_backward_not_swapped(ctx, grad):  # noqa: ANN001, ANN205
     out = grad.new_empty((sum(send_splits), *grad.shape[1:]))
     dist.all_to_all_single(out, grad.contiguous(), recv_splits, send_splits, group=ctx.group)
     return out, None, None, None  # the forward's splits: sizes disagree with the rows held
+
+
+# -- lab02.1: encode cuts the mantissa off -------------------------------------------------------
+def _encode_truncates(x, fmt):  # noqa: ANN001, ANN202
+    f = formats.get_format(fmt)
+    fields = _encode(x, f)
+    value = formats.decode(fields, f)
+    if abs(value) > abs(x) and fields_ok(fields):  # rounded up: take the pattern below
+        bits = formats.fields_to_bits(fields, f) - 1
+        fields = formats.bits_to_fields(bits, f)
+    return fields
+
+
+def fields_ok(fields) -> bool:  # noqa: ANN001
+    return fields.exponent > 0 or fields.mantissa > 0
+
+
+# -- lab02.3: clipping the scaled gradients ------------------------------------------------------
+@torch.no_grad()
+def _clip_before_unscale(self) -> bool:  # noqa: ANN001
+    pairs = self.pairs
+    masters = [master for _, master in pairs]
+    if not self.fp32_grads:
+        for p, master in pairs:
+            master.grad = None if p.grad is None else p.grad.to(torch.float32, copy=True)
+    if self.max_grad_norm is not None:  # clipped while still multiplied by S
+        torch.nn.utils.clip_grad_norm_(masters, self.max_grad_norm)
+    stepped = True
+    if self.loss_scaler is not None:
+        found_inf = self.loss_scaler.unscale_(m.grad for m in masters)
+        self.loss_scaler.update(found_inf)
+        stepped = not found_inf
+    if stepped:
+        self.optimizer.step()
+        for p, master in pairs:
+            p.copy_(master)
+    return stepped
+
+
+# -- lab03.3: the selective policy picks whole blocks ------------------------------------------------
+def _selective_picks_blocks(name, module) -> bool:  # noqa: ANN001
+    return isinstance(module, Block)  # the full policy's choice
+
+
+# -- lab04.1: the last micro-batch inside no_sync too -----------------------------------------------
+def _accumulation_all_in_no_sync(model, micro_batches, *, ignore_index=-100, no_sync=None):  # noqa: ANN001, ANN202
+    tokens = sum(count_tokens(t, ignore_index) for _, t in micro_batches)
+    losses = []
+    for inputs, targets in micro_batches:
+        with no_sync() if no_sync is not None else contextlib.nullcontext():  # the last too
+            loss = token_loss_sum(model(inputs), targets, ignore_index) / tokens
+            loss.backward()
+        losses.append(loss.detach())
+    return {"loss": torch.stack(losses).sum(), "tokens": tokens, "micro_batches": len(losses)}
+
+
+# -- lab05.3: the cap checked before adding the tensor ---------------------------------------------
+def _buckets_cap_checked_first(tensors, bucket_cap_bytes):  # noqa: ANN001, ANN202
+    buckets, size = [], 0
+    for i, t in enumerate(tensors):
+        first = tensors[buckets[-1][0]] if buckets else None
+        if first is not None and size < bucket_cap_bytes and t.dtype == first.dtype:
+            buckets[-1].append(i)  # room left before adding: the bucket overflows the cap
+        else:
+            buckets.append([i])
+            size = 0
+        size += t.numel() * t.element_size()
+    return buckets
+
+
+# -- lab08.4: positions of the shard's own places ---------------------------------------------------
+def _positions_local(seq_len, rank, world_size, *, layout="zigzag"):  # noqa: ANN001, ANN202
+    return torch.arange(seq_len // world_size)  # 0..s/cp - 1, not the tokens' places
+
+
+# -- lab09.2: the interleaved schedule with 1F1B's warm-up ------------------------------------------
+def _interleaved_1f1b_warmup(rank, pp, m, v):  # noqa: ANN001, ANN202
+    total = m * v
+
+    def unit(k: int, backward: bool) -> tuple[int, int]:
+        group, within = divmod(k, pp * v)
+        chunk = within // pp
+        return group * pp + within % pp, (v - 1 - chunk) if backward else chunk
+
+    warmup = min(pp - rank - 1, total)  # 1F1B's warm-up, not 2 (p - r - 1) + (v - 1) p
+    actions = [Action("F", *unit(k, False)) for k in range(warmup)]
+    for i in range(total - warmup):
+        actions += [Action("F", *unit(warmup + i, False)), Action("B", *unit(i, True))]
+    actions += [Action("B", *unit(k, True)) for k in range(total - warmup, total)]
+    return actions
+
+
+# -- lab09.3: a clock that runs one action at a time ----------------------------------------------
+def _simulate_serialised(schedule, t_forward=1.0, t_backward=2.0, t_weight=None):  # noqa: ANN001, ANN202
+    result = _simulate(schedule, t_forward, t_backward, t_weight)
+    return dataclasses.replace(result, makespan=sum(result.busy))  # the ranks never overlap
+
+
+# -- lab12.1: every stage's memory taken as the last stage's -----------------------------------------
+def _rank_memory_last_stage(
+    model, config, *, seq_len, global_batch, stage=0, activations="korthikanti"
+):  # noqa: ANN001, ANN202, E501
+    last = config.pp - 1  # one micro-batch in flight and the head, on every stage
+    return _rank_memory(
+        model,
+        config,
+        seq_len=seq_len,
+        global_batch=global_batch,
+        stage=last,
+        activations=activations,
+    )
+
+
+# -- lab12.2: ties left in the input order ------------------------------------------------------------
+def _rank_ties_in_input_order(rows):  # noqa: ANN001, ANN202
+    fitting = sorted((r for r in rows if r.fits), key=lambda r: r.time.total)  # stable: input order
+    return fitting + [r for r in rows if not r.fits]
 
 
 MUTANTS_CLASSES: list[Mutant] = [
@@ -196,5 +323,75 @@ MUTANTS_CLASSES: list[Mutant] = [
         "minitorch_dist.expert_parallel.dispatch:AllToAll.backward",
         _all_to_all_backward_not_swapped,
         r"the forward's splits swapped \(recv_splits going, send_splits coming\)",
+    ),
+    Mutant(
+        "lab02.1",
+        "encode-truncates",
+        "minitorch_dist.precision.formats:encode",
+        _encode_truncates,
+        r"do not cut them off|a tie goes to the neighbour with the even mantissa|encodes to",
+    ),
+    Mutant(
+        "lab02.3",
+        "clip-before-unscale",
+        "minitorch_dist.precision.mixed:MixedPrecisionOptimizer.step",
+        _clip_before_unscale,
+        r"clip after unscaling",
+    ),
+    Mutant(
+        "lab03.3",
+        "selective-picks-blocks",
+        "minitorch_dist.recompute.policies:selective_policy",
+        _selective_picks_blocks,
+        r"must pick only the attention core",
+    ),
+    Mutant(
+        "lab04.1",
+        "last-inside-no-sync",
+        "minitorch_dist.accumulate.accumulate:accumulation_step",
+        _accumulation_all_in_no_sync,
+        r"the last outside it",
+    ),
+    Mutant(
+        "lab05.3",
+        "bucket-cap-checked-first",
+        "minitorch_dist.data_parallel.bucketed:build_buckets",
+        _buckets_cap_checked_first,
+        r"stay <= the cap",
+    ),
+    Mutant(
+        "lab08.4",
+        "positions-of-the-shard",
+        "minitorch_dist.context_parallel.layout:shard_positions",
+        _positions_local,
+        r"the shard's own places 0..s/cp - 1|places in the whole sequence",
+    ),
+    Mutant(
+        "lab09.2",
+        "interleaved-1f1b-warm-up",
+        "minitorch_dist.pipeline.schedules:_interleaved",
+        _interleaved_1f1b_warmup,
+        r"warm-up forwards, not 2 \(p - r - 1\) \+ \(v - 1\) p",
+    ),
+    Mutant(
+        "lab09.3",
+        "serialised-clock",
+        "minitorch_dist.pipeline.simulate:simulate",
+        _simulate_serialised,
+        r"too long, an action waited",
+    ),
+    Mutant(
+        "lab12.1",
+        "every-stage-as-last",
+        "minitorch_dist.planner.fit:rank_memory",
+        _rank_memory_last_stage,
+        r"1F1B's first stage holds p micro-batches",
+    ),
+    Mutant(
+        "lab12.2",
+        "ties-in-input-order",
+        "minitorch_dist.planner.search:rank",
+        _rank_ties_in_input_order,
+        r"ties: fewer bytes, then fields",
     ),
 ]

@@ -426,6 +426,9 @@ def test_zigzag_shard_holds_half_chunks_r_and_2cp_minus_1_minus_r(cp):
                 ": the contiguous layout's; a token keeps its place in the whole sequence (half-chunks"
                 " r and 2cp - 1 - r)"
                 if torch.equal(positions, torch.arange(s).chunk(cp)[r])
+                else ": the shard's own places 0..s/cp - 1; a token keeps its place in the whole "
+                "sequence"
+                if torch.equal(positions, torch.arange(s // cp))
                 else ""
             )
         )

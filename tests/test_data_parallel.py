@@ -195,13 +195,22 @@ def test_naive_no_sync_accumulates_then_syncs_once() -> None:
 def test_build_buckets_by_hand() -> None:
     """Catches buckets that overflow the cap, skip a tensor, reorder, or mix dtypes."""
     f32 = [torch.empty(10), torch.empty(10), torch.empty(10), torch.empty(25)]  # 40, 40, 40, 100 B
-    assert build_buckets(f32, 100) == [[0, 1], [2], [3]]
-    assert build_buckets(f32, 80) == [[0, 1], [2], [3]]  # 100 B > cap: a bucket of its own
-    assert build_buckets(f32, 79) == [[0], [1], [2], [3]]
-    assert build_buckets(f32, 10**6) == [[0, 1, 2, 3]]
     mixed = [torch.empty(2), torch.empty(2, dtype=torch.float64), torch.empty(2)]
-    assert build_buckets(mixed, 10**6) == [[0], [1], [2]]
-    assert build_buckets([], 100) == []
+    for tensors, cap, want in (
+        (f32, 100, [[0, 1], [2], [3]]),
+        (f32, 80, [[0, 1], [2], [3]]),  # 100 B > cap: a bucket of its own
+        (f32, 79, [[0], [1], [2], [3]]),
+        (f32, 10**6, [[0, 1, 2, 3]]),
+        (mixed, 10**6, [[0], [1], [2]]),
+        ([], 100, []),
+    ):
+        got = build_buckets(tensors, cap)
+        sizes = [(t.numel() * t.element_size(), str(t.dtype)[6:]) for t in tensors]
+        assert got == want, (
+            f"build_buckets of (bytes, dtype) {sizes} with cap {cap} B gave {got}, not {want}: "
+            "consecutive tensors share a bucket while its bytes stay <= the cap (a tensor "
+            "larger than the cap gets a bucket of its own), and a bucket holds one dtype"
+        )
 
 
 @pytest.mark.lab05

@@ -204,7 +204,20 @@ def test_interleaved_lists_are_megatrons(pp, m, v):
     """Catches chunks visited in the wrong order (the backward must run the chunks in reverse),
     micro-batch groups of the wrong size and 1F1B's warm-up reused for the interleaved one:
     the lists equal Megatron-LM's order and warm-up, 2 (p - r - 1) + (v - 1) p."""
-    assert make_schedule("interleaved", pp, m, v).actions == megatron_interleaved(pp, m, v)
+    got, want = make_schedule("interleaved", pp, m, v).actions, megatron_interleaved(pp, m, v)
+    for r, (ours, theirs) in enumerate(zip(got, want)):
+        warm_ours = next(i for i, a in enumerate(ours) if a.op == "B")
+        warm = next(i for i, a in enumerate(theirs) if a.op == "B")
+        assert ours == theirs, (
+            f"p = {pp}, m = {m}, v = {v}: rank {r}'s list {ours} is not Megatron-LM's {theirs}"
+            + (
+                f": {warm_ours} warm-up forwards, not 2 (p - r - 1) + (v - 1) p = {warm} "
+                "(capped at m v)"
+                if warm_ours != warm
+                else ": chunks in the wrong order (forward chunk 0 to v - 1 in groups of p "
+                "micro-batches; backward in reverse)"
+            )
+        )
 
 
 @pytest.mark.lab09

@@ -131,7 +131,17 @@ def test_clipping_uses_the_unscaled_fp32_gradients() -> None:
     torch.nn.utils.clip_grad_norm_(ref, 0.01)
     ref_opt.step()
     for (_, master), q in zip(opt.pairs, ref):
-        torch.testing.assert_close(master, q.detach(), rtol=1e-6, atol=1e-7)
+        torch.testing.assert_close(
+            master,
+            q.detach(),
+            rtol=1e-6,
+            atol=1e-7,
+            msg=lambda m: (
+                "the masters after a clipped step are not clip_grad_norm_ + Adam's on the fp32 "
+                "gradients: clip after unscaling (the scaled gradients' norm is S times too "
+                f"large) and clip the fp32 masters' gradients, not the 16-bit copies ({m})"
+            ),
+        )
 
 
 @pytest.mark.lab02
