@@ -40,11 +40,9 @@ if TYPE_CHECKING:  # what an editor follows; attach() imports each name on first
     from .hybrid import HybridGroups, hybrid_attention, hybrid_groups, hybrid_order
     from .layout import shard_positions, shard_sequence, unshard_sequence
     from .model import (
-        ContextParallelCore,
         LayoutShard,
         ShardPositions,
         apply_context_parallel,
-        average_grads,
         cp_split,
     )
     from .ring import (

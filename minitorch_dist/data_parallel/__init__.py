@@ -10,7 +10,7 @@ single-process reference; ``timeline`` records one step, ``profiling`` traces on
 ``plots`` (not imported here) draws them.
 """
 
-from minitorch_dist.data_parallel.base import DataParallelBase, replicas_agree, trainable_parameters
+from minitorch_dist.data_parallel.base import DataParallelBase, replicas_agree
 from minitorch_dist.data_parallel.bucketed import Bucket, DataParallelBucket, build_buckets
 from minitorch_dist.data_parallel.naive import DataParallelNaive, broadcast_parameters
 from minitorch_dist.data_parallel.timeline import Timeline
@@ -30,5 +30,4 @@ __all__ = [
     "make_batches",
     "replicas_agree",
     "train_step",
-    "trainable_parameters",
 ]

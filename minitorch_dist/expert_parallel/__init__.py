@@ -25,7 +25,7 @@ if TYPE_CHECKING:  # what an editor follows; attach() imports each name on first
         capacity_buffer_bytes,
         ep_step_bytes,
     )
-    from .dispatch import AllToAll, check_splits, combine, dispatch, exchange_counts
+    from .dispatch import AllToAll, combine, dispatch, exchange_counts
     from .layer import DISPATCH_MODES, ExpertParallelMoE, apply_expert_parallel, local_experts
     from .router import LOSS_STYLES, load_balancing_loss, top_k_route
 

@@ -5,8 +5,8 @@
     run = run_schedule(schedule, stage, micro_batches)          # the same lists, on real ranks
 
 Names beyond the chapter-9 API contract of the README (none renamed): ``bubble_share``,
-``p2p_bytes``, ``KINDS``, ``check_schedule``, ``ScheduleDeadlock``, ``Message``,
-``message_tag``, ``PipelineStage.exchange/forward/backward/backward_weights``,
+``p2p_bytes``, ``KINDS``, ``ScheduleDeadlock``, ``Message``,
+``PipelineStage.exchange/forward/backward/backward_weights``,
 ``logical_events``, ``wall_events``, ``run_pipeline``, ``TINY``/``DEEP`` configs,
 ``in_flight_over_time``, ``SendLedger`` (when a send may be waited for),
 ``PipelineStage.wait_sends``; in ``build``, the transform ``apply_pipeline_parallel`` (a
@@ -34,9 +34,9 @@ if TYPE_CHECKING:  # what an editor follows; attach() imports each name on first
     from .measure import DEEP, TINY, compare_with_reference, count_pp_bytes, run_pipeline
     from .record import PipelineRun, RunObserver, RunRecorder, logical_events, wall_events
     from .runtime import run_schedule
-    from .schedules import KINDS, Action, Schedule, check_schedule, make_schedule
+    from .schedules import KINDS, Action, Schedule, make_schedule
     from .sends import SendLedger
     from .simulate import ScheduleDeadlock, SimResult, simulate
-    from .stage import Message, PipelineStage, message_tag
+    from .stage import Message, PipelineStage
 
 __getattr__, __dir__ = attach(__name__)  # __all__: the names imported above

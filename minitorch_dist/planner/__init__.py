@@ -31,7 +31,7 @@ if TYPE_CHECKING:  # what an editor follows; attach() imports each name on first
         validate,
     )
     from .cost import StepTime, comm_bytes, step_time
-    from .exact import exact_activation_bytes, exact_rank_memory
+    from .exact import exact_rank_memory
     from .fit import ACTIVATIONS, fits, peak_memory, rank_memory
     from .hsdp import hsdp_comm_bytes, replica_all_reduce_bytes
     from .model import PlannerModel, as_model
@@ -43,9 +43,8 @@ if TYPE_CHECKING:  # what an editor follows; attach() imports each name on first
         comparable_tflops,
         completions,
         evaluate_published,
-        gpt_standin,
         recorded_verdict,
     )
-    from .search import Choice, Plan, Row, batch_warning, choose, divisors, layouts, plan, rank
+    from .search import Choice, Plan, Row, batch_warning, choose, layouts, plan, rank
 
 __getattr__, __dir__ = attach(__name__)  # __all__: the names imported above

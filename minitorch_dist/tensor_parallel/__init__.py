@@ -25,7 +25,7 @@ Names beyond the chapter-7 API contract of the README (none of them renames a co
   ``count_tp_bytes(..., recompute="none", dtype)``.
 - ``sequence_parallel_norms`` (the hook form of ``reduce_norm_grads``), ``save_shard_regather``,
   ``parallelize_block``,
-  ``vocab_parallel_head``, ``tp_activation_breakdown``, ``kv_heads_per_rank``, ``tp_group_of``.
+  ``vocab_parallel_head``, ``tp_activation_breakdown``, ``kv_heads_per_rank``.
 - ``tp_generators(seed, group, *, sp=False)`` (module ``rng``): Megatron-LM's two random streams
   for dropout, the same outside the regions and per rank inside (our Llama has no dropout).
 """
@@ -62,7 +62,6 @@ if TYPE_CHECKING:  # what an editor follows; attach() imports each name on first
         apply_tensor_parallel,
         check_tp_config,
         parallelize_block,
-        tp_group_of,
         tp_loss_fn,
         tp_shards,
     )
