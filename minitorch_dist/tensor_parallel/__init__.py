@@ -57,14 +57,8 @@ if TYPE_CHECKING:  # what an editor follows; attach() imports each name on first
         scatter_to_sp,
     )
     from .layers import ColumnParallelLinear, RowParallelLinear
-    from .measure import compare_with_reference, count_tp_bytes, measure_tp_activations
-    from .model import (
-        apply_tensor_parallel,
-        check_tp_config,
-        parallelize_block,
-        tp_loss_fn,
-        tp_shards,
-    )
+    from .measure import compare_with_reference, count_tp_bytes, measure_tp_activations, tp_shards
+    from .model import apply_tensor_parallel, check_tp_config, parallelize_block, tp_loss_fn
     from .overlap import collective_matmul, tp_backward_timeline
     from .rng import tp_generators
     from .sequence import reduce_norm_grads, save_shard_regather, sequence_parallel_norms

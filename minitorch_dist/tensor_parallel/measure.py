@@ -33,12 +33,7 @@ from minitorch_dist.reference import (  # TINY, full_cross_entropy: importable h
     run_training,
 )
 from minitorch_dist.tensor_parallel.measure_block import count_tp_bytes, measure_tp_activations
-from minitorch_dist.tensor_parallel.model import (
-    apply_tensor_parallel,
-    check_tp_config,
-    tp_loss_fn,
-    tp_shards,
-)
+from minitorch_dist.tensor_parallel.model import apply_tensor_parallel, check_tp_config, tp_loss_fn
 
 __all__ = [
     "TPRun",
@@ -46,8 +41,32 @@ __all__ = [
     "count_tp_bytes",
     "full_cross_entropy",
     "measure_tp_activations",
+    "tp_shards",
     "TINY",
 ]
+
+
+def tp_shards(model_config: Any, rank: int, tp: int) -> dict[str, Shard]:
+    """Which slice of each full parameter rank ``rank`` of ``tp`` holds, by name, for
+    :func:`minitorch_dist.reference.compare` (norms: whole, not listed). The embedding and head
+    are slices of the table padded to ``padded_vocab_size`` (pad the reference's tensor first)."""
+    check_tp_config(model_config, tp)
+    check_int("rank", rank, minimum=0, maximum=tp - 1)
+    kv = model_config.kv_heads
+    kv_shard = Shard(0, rank, tp) if kv % tp == 0 else Shard(0, rank // (tp // kv), kv)
+    shards = {"embed.weight": Shard(0, rank, tp), "head.weight": Shard(0, rank, tp)}
+    for i in range(model_config.layers):
+        p = f"layers.{i}."
+        shards |= {
+            p + "attn.wq.weight": Shard(0, rank, tp),
+            p + "attn.wk.weight": kv_shard,
+            p + "attn.wv.weight": kv_shard,
+            p + "attn.wo.weight": Shard(1, rank, tp),
+            p + "mlp.w1.weight": Shard(0, rank, tp),
+            p + "mlp.w3.weight": Shard(0, rank, tp),
+            p + "mlp.w2.weight": Shard(1, rank, tp),
+        }
+    return shards
 
 
 def _padded(tensors: dict[str, torch.Tensor], rows: int) -> dict[str, torch.Tensor]:

@@ -5,7 +5,8 @@ column-parallel, wo row-parallel) and its SwiGLU by the intermediate width (w1, 
 column-parallel, w2 row-parallel); the embedding and the head become vocabulary-parallel. Each
 shard is cut from the full master weight, so a model built after the same seed on every rank is
 the single-process model, distributed. Parameter names do not change (``layers.0.attn.wq.weight``
-is rank r's slice of the reference's tensor of that name): :func:`tp_shards` says which slice.
+is rank r's slice of the reference's tensor of that name):
+:func:`~minitorch_dist.tensor_parallel.measure.tp_shards` says which slice.
 
 Attention and SwiGLU enter their region once (f, or the all-gather under sp) for the linears that
 share their input; their class is swapped for a subclass that does that, as FSDP2's
@@ -27,7 +28,6 @@ from minitorch_dist.checks import check_bool, check_divisible, check_int
 from minitorch_dist.comm.collectives import all_reduce_copy
 from minitorch_dist.comm.groups import Group, group_rank, group_size
 from minitorch_dist.models.llama import Attention, Block, Llama, SwiGLU
-from minitorch_dist.reference import Shard
 from minitorch_dist.tensor_parallel.cost import kv_heads_per_rank
 from minitorch_dist.tensor_parallel.functions import copy_to_tp, gather_from_sp
 from minitorch_dist.tensor_parallel.layers import ColumnParallelLinear, RowParallelLinear
@@ -47,7 +47,6 @@ __all__ = [
     "sum_replica_grads",
     "tp_group_of",
     "tp_loss_fn",
-    "tp_shards",
 ]
 
 
@@ -194,29 +193,6 @@ def apply_tensor_parallel(
     if sp:
         model.sequence_shards = t  # what flows between blocks: 1/t of the tokens attention sees
     return model
-
-
-def tp_shards(model_config: Any, rank: int, tp: int) -> dict[str, Shard]:
-    """Which slice of each full parameter rank ``rank`` of ``tp`` holds, by name, for
-    :func:`minitorch_dist.reference.compare` (norms: whole, not listed). The embedding and head
-    are slices of the table padded to ``padded_vocab_size`` (pad the reference's tensor first)."""
-    check_tp_config(model_config, tp)
-    check_int("rank", rank, minimum=0, maximum=tp - 1)
-    kv = model_config.kv_heads
-    kv_shard = Shard(0, rank, tp) if kv % tp == 0 else Shard(0, rank // (tp // kv), kv)
-    shards = {"embed.weight": Shard(0, rank, tp), "head.weight": Shard(0, rank, tp)}
-    for i in range(model_config.layers):
-        p = f"layers.{i}."
-        shards |= {
-            p + "attn.wq.weight": Shard(0, rank, tp),
-            p + "attn.wk.weight": kv_shard,
-            p + "attn.wv.weight": kv_shard,
-            p + "attn.wo.weight": Shard(1, rank, tp),
-            p + "mlp.w1.weight": Shard(0, rank, tp),
-            p + "mlp.w3.weight": Shard(0, rank, tp),
-            p + "mlp.w2.weight": Shard(1, rank, tp),
-        }
-    return shards
 
 
 def tp_loss_fn(group: Group, vocab_size: int | None) -> Any:
