@@ -130,6 +130,7 @@ def fill_cache(book: Book = Book()) -> int:
 
 
 _CODE_LIKE = re.compile(r"`[^`]*`|\$[^$]*\$|\{[a-z:]+\}`[^`]*`|https?://\S+")
+_LATEX = re.compile(r"\\text\{[^}]*\}|\\[A-Za-z]+")
 _WORD = re.compile(r"[A-Za-z]{2,}")
 _NAME = re.compile(r"[\w.\-/]*[\d_./][\w.\-/]*|[A-Z][A-Za-z]*[A-Z]\w*")
 
@@ -138,6 +139,8 @@ def is_code_only(msgid: str) -> bool:
     """A message with nothing to translate: inline code, math, names and numbers only
     ("`zero/stage1.py`", "lab06.1", "$2\\Psi$", "ZeRO-1"); its translation is itself."""
     rest = _CODE_LIKE.sub(" ", msgid)
+    if "$" not in msgid and _LATEX.search(msgid):  # a displayed formula, its \text{} included
+        rest = _LATEX.sub(" ", rest)
     words = [w for w in rest.split() if _WORD.search(w) and not _NAME.fullmatch(w.strip(".,;:()"))]
     return not words
 
