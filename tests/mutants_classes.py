@@ -22,7 +22,9 @@ from mutants_lookups import (
     _update_like_grad_scaler,
 )
 
+from minitorch_dist.accumulate import measure as _accumulate_measure
 from minitorch_dist.accumulate.accumulate import count_tokens, token_loss_sum
+from minitorch_dist.comm.collectives import all_reduce_copy
 from minitorch_dist.memory.estimate import activation_bytes as _activation_bytes
 from minitorch_dist.memory.estimate import bytes_per_param as _bytes_per_param
 from minitorch_dist.memory.estimate import model_state_bytes as _model_state_bytes
@@ -225,6 +227,41 @@ def _rank_ties_in_input_order(rows):  # noqa: ANN001, ANN202
     return fitting + [r for r in rows if not r.fits]
 
 
+# -- lab00.1: the sum in a new tensor --------------------------------------------------------------
+def _halves_not_in_place(tensor: torch.Tensor) -> torch.Tensor:
+    out = tensor.clone()  # a copy reduced: the caller's tensor keeps its own values
+    dist.all_reduce(out)
+    return out
+
+
+# -- lab01.3: dead storages stay on the books -----------------------------------------------------
+def _free_nothing(self, key: int) -> None:  # noqa: ANN001
+    return None  # the finalizer runs, but the bytes are never taken off
+
+
+# -- lab04.2: the loop over micro-batches runs once ---------------------------------------------------
+def _measure_one_micro_batch(config, *, micro_batch, grad_acc, seq_len, policy="full", seed=0):  # noqa: ANN001, ANN202
+    return _original_measure(
+        config, micro_batch=micro_batch, grad_acc=1, seq_len=seq_len, policy=policy, seed=seed
+    )
+
+
+_original_measure = _accumulate_measure.measure_accumulation
+
+
+# -- lab06.3: no prefetch ------------------------------------------------------------------------------
+def _pre_forward_no_prefetch(self, unit, module, args) -> None:  # noqa: ANN001
+    if not self._in_backward:
+        self._seen.append(unit)
+    self._gather(unit)  # the next unit is gathered only when its own forward asks
+
+
+# -- lab07.1: f's backward averages -------------------------------------------------------------------
+@staticmethod
+def _f_backward_averaged(ctx, grad):  # noqa: ANN001, ANN205
+    return all_reduce_copy(grad, ctx.group) / dist.get_world_size(ctx.group), None  # a mean
+
+
 MUTANTS_CLASSES: list[Mutant] = [
     Mutant(
         "lab01.1",
@@ -393,5 +430,40 @@ MUTANTS_CLASSES: list[Mutant] = [
         "minitorch_dist.planner.search:rank",
         _rank_ties_in_input_order,
         r"ties: fewer bytes, then fields",
+    ),
+    Mutant(
+        "lab00.1",
+        "sum-not-in-place",
+        "minitorch_dist.comm.halves:all_reduce_by_halves",
+        _halves_not_in_place,
+        r"the sum must be written into the tensor passed in",
+    ),
+    Mutant(
+        "lab01.3",
+        "dead-storages-kept",
+        "minitorch_dist.memory.track:MemoryTracker._free",
+        _free_nothing,
+        r"a dead storage must leave the books",
+    ),
+    Mutant(
+        "lab04.2",
+        "one-micro-batch",
+        "minitorch_dist.accumulate.measure:measure_accumulation",
+        _measure_one_micro_batch,
+        r"tokens counted: .* not 128",
+    ),
+    Mutant(
+        "lab06.3",
+        "no-prefetch",
+        "minitorch_dist.zero.stage3:ZeroStage3._pre_forward",
+        _pre_forward_no_prefetch,
+        r"must start the next unit's all-gather",
+    ),
+    Mutant(
+        "lab07.1",
+        "f-backward-averaged",
+        "minitorch_dist.tensor_parallel.functions:CopyToTP.backward",
+        _f_backward_averaged,
+        r"must all-reduce \(sum\)",
     ),
 ]

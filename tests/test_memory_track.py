@@ -57,7 +57,11 @@ def test_toy_mlp_exact_bytes() -> None:
         after_step = tracker.current()
     assert after_backward["grads"] == 808 * F32
     assert after_backward["activations"] == 4 * 8 * F32  # only y, which we still hold
-    assert after_step["optimizer"] == 2 * 808 * F32 + 4 * F32  # m, v and 4 step counters
+    assert after_step["optimizer"] == 2 * 808 * F32 + 4 * F32, (  # m, v and 4 step counters
+        f"after Adam's first step {after_step['optimizer']} bytes are filed as optimizer states, "
+        f"not m and v (2 x 808 floats) and 4 step counters = {2 * 808 * F32 + 4 * F32}: what "
+        "is made inside the optimizer step is optimizer state"
+    )
     assert after_step["params"] == 808 * F32  # the update is in place
 
 
@@ -103,17 +107,33 @@ def test_views_count_once_and_dead_storages_leave() -> None:
     with MemoryTracker() as tracker, torch.no_grad():
         a = torch.zeros(100)
         b, c = a.view(10, 10), a[:50]
-        assert tracker.current()["other"] == 100 * F32
+        got = tracker.current()["other"]
+        assert got == 100 * F32, (
+            f"a tensor of 100 floats and two views of it count {got} bytes, not 400: a view "
+            "shares its base's storage; count each storage once"
+        )
         del a, b
-        assert tracker.current()["other"] == 100 * F32  # c still holds the storage
+        got = tracker.current()["other"]
+        assert got == 100 * F32, (  # c still holds the storage
+            f"{got} bytes after deleting a and one view, not 400: the storage lives while any "
+            "view of it does"
+        )
         del c
-        assert tracker.current()["other"] == 0
+        got = tracker.current()["other"]
+        assert got == 0, (
+            f"{got} bytes left after every view of the storage died, not 0: a dead storage must "
+            "leave the books (its finalizer calls _free)"
+        )
     model = mlp()
     with MemoryTracker(model) as tracker:
         y = model(torch.randn(4, 16))
         assert tracker.current()["activations"] > 0
         del y
-        assert tracker.current()["activations"] == 0  # the graph and what it saved are gone
+        got = tracker.current()["activations"]
+        assert got == 0, (  # the graph and what it saved are gone
+            f"{got} bytes of activations left after the output and its graph died, not 0: a "
+            "dead storage must leave the books"
+        )
 
 
 @pytest.mark.lab01

@@ -320,9 +320,18 @@ def test_stage3_prefetches_the_next_unit():
     been started (with prefetch=False it has not)."""
     on = launch(_prefetch_states, 2, True)[0]
     off = launch(_prefetch_states, 2, False)[0]
-    assert [s for s, _ in on] == [s for s, _ in off] == ["gathered", "gathered"]
-    assert all(nxt in ("gathering", "gathered") for _, nxt in on)
-    assert all(nxt == "free" for _, nxt in off)
+    assert [s for s, _ in on] == [s for s, _ in off] == ["gathered", "gathered"], (
+        f"each block's own unit when it computes: {[s for s, _ in on]} (prefetch) and "
+        f"{[s for s, _ in off]} (without): a unit must be gathered, waited for, before its "
+        "forward runs"
+    )
+    assert all(nxt in ("gathering", "gathered") for _, nxt in on), (
+        f"with prefetch=True the next unit is {[n for _, n in on]} while a block computes: "
+        "_pre_forward must start the next unit's all-gather (without waiting) once its own is in"
+    )
+    assert all(nxt == "free" for _, nxt in off), (
+        f"with prefetch=False the next unit is {[n for _, n in off]}: nothing may be gathered ahead"
+    )
 
 
 # -- communication: exactly the ring bytes of ZeRO's section 7 --------------------------------
