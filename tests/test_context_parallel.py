@@ -48,8 +48,8 @@ from minitorch_dist.context_parallel import (
     unshard_sequence,
     work_imbalance,
 )
+from minitorch_dist.context_parallel.compare import LayoutShard
 from minitorch_dist.context_parallel.measure import count_cp_bytes, cp_runs, measure_attention
-from minitorch_dist.context_parallel.model import LayoutShard
 from minitorch_dist.memory import activation_bytes, llama_activation_breakdown
 from minitorch_dist.models import LlamaConfig
 from minitorch_dist.reference import assert_runs_match

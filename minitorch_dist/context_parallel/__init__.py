@@ -8,8 +8,9 @@ attention and the online-softmax merge), ``ring`` (ring attention as an autograd
 ``work`` (the blocks the ring computes, counted by a hook on its plan),
 ``alternatives`` (all-gather K/V and Ulysses), ``hybrid`` (Ulysses inside a node, the ring
 across: USP), ``cost`` (bytes, causal work, overlap; pure
-formulas), ``model`` (the tiny Llama with context parallelism, against the reference),
-``measure`` (per-rank memory, time, bytes and work). The figures live in
+formulas), ``model`` (the tiny Llama with context parallelism), ``compare`` (a batch and an
+output cut by the layout, to hold a run against the reference), ``measure`` (per-rank memory,
+time, bytes and work). The figures live in
 ``minitorch_dist.context_parallel.plots`` (not imported here).
 """
 
@@ -21,6 +22,7 @@ if TYPE_CHECKING:  # what an editor follows; attach() imports each name on first
     from .alternatives import allgather_attention, ulysses_attention
     from .blocks import block_attention, block_attention_backward, merge_partials
     from .chunks import LAYOUTS, chunk_ids
+    from .compare import LayoutShard, cp_split
     from .cost import (
         allgather_attention_bytes,
         allgather_bytes_per_rank,
@@ -39,12 +41,7 @@ if TYPE_CHECKING:  # what an editor follows; attach() imports each name on first
     )
     from .hybrid import HybridGroups, hybrid_attention, hybrid_groups, hybrid_order
     from .layout import shard_positions, shard_sequence, unshard_sequence
-    from .model import (
-        LayoutShard,
-        ShardPositions,
-        apply_context_parallel,
-        cp_split,
-    )
+    from .model import ShardPositions, apply_context_parallel
     from .ring import (
         RingAttention,
         RingComm,

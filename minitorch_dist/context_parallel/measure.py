@@ -17,13 +17,14 @@ import torch.distributed as dist
 from minitorch_dist.checks import check_choice, check_int
 from minitorch_dist.comm import CommCounter
 from minitorch_dist.context_parallel.alternatives import allgather_attention, ulysses_attention
+from minitorch_dist.context_parallel.compare import LayoutShard, cp_split
 from minitorch_dist.context_parallel.cost import (
     allgather_attention_bytes,
     ring_attention_bytes,
     ulysses_attention_bytes,
 )
 from minitorch_dist.context_parallel.layout import check_layout, shard_sequence
-from minitorch_dist.context_parallel.model import LayoutShard, apply_context_parallel, cp_split
+from minitorch_dist.context_parallel.model import apply_context_parallel
 from minitorch_dist.context_parallel.ring import ring_attention
 from minitorch_dist.context_parallel.work import WorkCounter
 from minitorch_dist.launching.launcher import launch

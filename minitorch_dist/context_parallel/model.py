@@ -13,7 +13,8 @@ the global mean, and the average of their gradients its gradient). With data par
 ``grad_group`` is the dp x cp group (Megatron-LM reduces weight gradients over both).
 
 Everything else -- the embedding, the norms, the MLP, the head, the loss -- works token by token
-and needs nothing: the labels are sharded like the tokens (:func:`cp_split`).
+and needs nothing: the labels are sharded like the tokens
+(:func:`~minitorch_dist.context_parallel.compare.cp_split`).
 """
 
 from __future__ import annotations
@@ -26,18 +27,15 @@ from torch import nn
 
 from minitorch_dist.checks import check_bool, check_choice
 from minitorch_dist.comm.groups import Group, group_rank, group_size
-from minitorch_dist.context_parallel.layout import LAYOUTS, shard_positions, shard_sequence
+from minitorch_dist.context_parallel.layout import LAYOUTS, shard_positions
 from minitorch_dist.context_parallel.ring import ring_attention
 from minitorch_dist.models.llama import Llama
-from minitorch_dist.reference import Batch
 
 __all__ = [
     "ContextParallelCore",
-    "LayoutShard",
     "ShardPositions",
     "apply_context_parallel",
     "average_grads",
-    "cp_split",
 ]
 
 
@@ -110,28 +108,3 @@ def apply_context_parallel(
     if sync_grads and group_size(group) > 1:
         average_grads(model, group if grad_group is None else grad_group)
     return model
-
-
-def cp_split(layout: str = "zigzag") -> Any:
-    """``split(batch, rank, cp)`` for :func:`minitorch_dist.reference.run_training`: this rank's
-    tokens and labels of every row, laid out by ``layout``."""
-
-    def split(batch: Batch, rank: int, world_size: int) -> Batch:
-        x, y = batch  # (b, s) each
-        return (
-            shard_sequence(x, rank, world_size, layout=layout, dim=1),
-            shard_sequence(y, rank, world_size, layout=layout, dim=1),
-        )
-
-    return split
-
-
-class LayoutShard:
-    """The part of a full tensor rank ``rank`` of ``cp`` holds along ``dim`` under ``layout``:
-    a :class:`~minitorch_dist.reference.Shard` for layouts (``.of(full)``)."""
-
-    def __init__(self, rank: int, cp: int, layout: str, dim: int = 1) -> None:
-        self.rank, self.cp, self.layout, self.dim = rank, cp, layout, dim
-
-    def of(self, full: torch.Tensor) -> torch.Tensor:
-        return shard_sequence(full, self.rank, self.cp, layout=self.layout, dim=self.dim)
