@@ -25,6 +25,7 @@ from mutants_lookups import (
 from minitorch_dist.accumulate import measure as _accumulate_measure
 from minitorch_dist.accumulate.accumulate import count_tokens, token_loss_sum
 from minitorch_dist.comm.collectives import all_reduce_copy
+from minitorch_dist.comm.groups import group_rank, group_size
 from minitorch_dist.memory.estimate import activation_bytes as _activation_bytes
 from minitorch_dist.memory.estimate import bytes_per_param as _bytes_per_param
 from minitorch_dist.memory.estimate import model_state_bytes as _model_state_bytes
@@ -36,6 +37,7 @@ from minitorch_dist.pipeline.simulate import simulate as _simulate
 from minitorch_dist.planner.fit import rank_memory as _rank_memory
 from minitorch_dist.precision import formats
 from minitorch_dist.precision.formats import encode as _encode
+from minitorch_dist.tensor_parallel.functions import reduce_from_tp
 
 _SHARDED = {
     0: (),
@@ -262,6 +264,27 @@ def _f_backward_averaged(ctx, grad):  # noqa: ANN001, ANN205
     return all_reduce_copy(grad, ctx.group) / dist.get_world_size(ctx.group), None  # a mean
 
 
+# -- lab07.2: the row-parallel block of the next rank --------------------------------------------
+@classmethod
+def _row_block_of_next_rank(cls, linear, group, *, sp=False):  # noqa: ANN001, ANN206
+    t, r = group_size(group), group_rank(group)
+    cols = linear.in_features // t
+    r = (r + 1) % t  # off by one: the neighbour's block
+    weight = linear.weight.detach()[:, r * cols : (r + 1) * cols].clone()
+    bias = linear.bias.detach().clone() if linear.bias is not None else None
+    return cls(
+        weight, bias, group, in_features=linear.in_features, out_features=linear.out_features, sp=sp
+    )
+
+
+# -- lab07.4: other ranks' ids not zeroed -------------------------------------------------------------
+def _embedding_others_not_zeroed(self, ids):  # noqa: ANN001, ANN202
+    mine = (ids >= self.start) & (ids < self.start + self.weight.shape[0])
+    local = torch.where(mine, ids - self.start, 0)
+    out = torch.nn.functional.embedding(local, self.weight)  # row 0 for every id not mine
+    return reduce_from_tp(out, self.group)
+
+
 MUTANTS_CLASSES: list[Mutant] = [
     Mutant(
         "lab01.1",
@@ -465,5 +488,19 @@ MUTANTS_CLASSES: list[Mutant] = [
         "minitorch_dist.tensor_parallel.functions:CopyToTP.backward",
         _f_backward_averaged,
         r"must all-reduce \(sum\)",
+    ),
+    Mutant(
+        "lab07.2",
+        "row-block-of-next-rank",
+        "minitorch_dist.tensor_parallel.layers:RowParallelLinear.from_linear",
+        _row_block_of_next_rank,
+        r"each rank keeps the block of its own rank in the tp group",
+    ),
+    Mutant(
+        "lab07.4",
+        "embedding-others-not-zeroed",
+        "minitorch_dist.tensor_parallel.vocab:VocabParallelEmbedding.forward",
+        _embedding_others_not_zeroed,
+        r"gives zeros for every other id",
     ),
 ]

@@ -140,6 +140,10 @@ def _mlp(rank: int, world_size: int) -> dict:
     }
     out = {k: (a.detach(), b.detach()) for k, (a, b) in pairs.items()}
     out["interleaved"] = up.weight.detach()[r::t]  # every t-th row: the wrong slice
+    out["blocks"] = {  # every rank's block of the full weights: whose block a rank holds
+        "col weight": up.weight.detach().chunk(t),
+        "row weight": down.weight.detach().chunk(t, dim=1),
+    }
     return out
 
 
@@ -154,6 +158,16 @@ def test_column_then_row_parallel_mlp_equals_the_full_layers(tp):
             f"rank {rank} kept every t-th row of the weight (interleaved): a column-parallel "
             "rank keeps one contiguous block of rows"
         )
+        for key, blocks in pairs.pop("blocks").items():
+            ours = pairs[key][0]
+            held = [
+                k for k, w in enumerate(blocks) if w.shape == ours.shape and torch.equal(w, ours)
+            ]
+            assert held in ([], [rank]), (
+                f"rank {rank}'s {key} is block {held[0]} of the full weight's {tp}, not block "
+                f"{rank}: each rank keeps the block of its own rank in the tp group (group_rank), "
+                "not a neighbour's"
+            )
         (ys, yf), bias = pairs["output"], pairs["row bias"][1]
         assert not torch.allclose(ys, yf + (tp - 1) * bias, rtol=0, atol=1e-9), (
             f"rank {rank}: the output is the full layer's plus (t - 1) times the bias: the bias "
@@ -340,13 +354,22 @@ def test_vocab_parallel_embedding_and_cross_entropy(tp, vocab, multiple):
             atol=1e-9,
             msg=f"rank {rank}: the loss changed when every logit grew by 1000 (a softmax does not)",
         )
+        hints = {
+            "embedding": "rank r looks up the ids in its rows [r V_p/t, (r + 1) V_p/t) at row "
+            "id - r V_p/t, gives zeros for every other id, and the ranks' results are summed",
+            "embedding grad": "a rank's rows get the gradients of its own ids only (padded "
+            "rows: zero)",
+            "loss": "-log softmax[target] over the whole vocabulary",
+            "logit grad": "softmax - onehot(target) on the rank's own columns",
+        }
         for name, (ours, full) in out.items():
+            why = hints.get(name, "")
             torch.testing.assert_close(
                 ours,
                 full,
                 rtol=1e-12,
                 atol=EXACT,
-                msg=lambda m, n=name, r=rank: f"rank {r}, {n}: {m}",
+                msg=lambda m, n=name, r=rank, why=why: f"rank {r}, {n}: {why} ({m})",
             )
 
 
