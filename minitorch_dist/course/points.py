@@ -18,7 +18,7 @@ import re
 import sys
 from pathlib import Path
 
-from .release import strip_solutions
+from .markers import strip_solutions
 
 __all__ = ["BEGIN", "END", "notebook_tasks", "points_table", "update_guide"]
 

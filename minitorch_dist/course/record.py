@@ -9,8 +9,8 @@ under the current test's folder: the function's return value (or the exception t
 its tensor arguments after the call, for a method what it left visible in its object (public
 numbers, the parameters and gradients of the modules and optimizers it holds) and the families
 of collectives it called, as tensors and plain values (``torch.save``; the judge
-loads them with ``weights_only=True``). Forked ranks inherit the wrapper and write their own
-files, keyed by their rank.
+loads them with ``weights_only=True``; built by minitorch_dist/course/record_data.py). Forked
+ranks inherit the wrapper and write their own files, keyed by their rank.
 
 Nothing here is trusted: the submission runs in this process and can change any of it. The judge
 scores a test only when its recordings match the reference's (judge.py), so a child that lies
@@ -19,16 +19,16 @@ about a test's outcome, or skips the recording, gains nothing.
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import importlib
 import inspect
 import json
 import os
-import threading
 import time
 import types
 from typing import Any
+
+from .record_data import active, convert, count_collectives, has_state, state, to_data
 
 __all__ = ["RECORD_DIR_ENV", "STOPPED_ENV", "TARGETS_ENV", "TaskStopped", "test_folder", "to_data"]
 
@@ -44,7 +44,6 @@ class TaskStopped(RuntimeError):
 
 
 CALLS_PER_PROCESS = 64  # per function: a training loop's thousandth call adds nothing
-MAX_ELEMENTS = 1 << 20  # a larger tensor is recorded as its shape and two sums
 _CALL_NAME = "__minitorch_dist_record_call__"
 
 _out: str | None = None  # the current test's folder
@@ -55,44 +54,6 @@ _counts: dict[tuple[int, str], int] = {}
 def test_folder(nodeid: str) -> str:
     """The name of a test's recordings folder: a hash of its node id."""
     return hashlib.sha1(nodeid.encode()).hexdigest()[:20]
-
-
-def to_data(x: Any, depth: int = 0) -> Any:
-    """``x`` as tensors, numbers, strings, lists and dicts: what ``weights_only`` loads."""
-    import torch
-
-    if depth > 6:
-        return "<deep>"
-    if isinstance(x, torch.Tensor):
-        try:
-            t = x.detach()
-            if t.device.type == "meta" or t.is_sparse:
-                return {"shape": list(t.shape), "dtype": str(t.dtype)}
-            if t.numel():  # a storage freed in place (ZeRO-3's resize_(0)): do not read it
-                extent = t.storage_offset() + sum(
-                    (n - 1) * st for n, st in zip(t.shape, t.stride())
-                )
-                if t.untyped_storage().nbytes() < (extent + 1) * t.element_size():
-                    return {"shape": list(t.shape), "dtype": str(t.dtype), "freed": True}
-            t = t.to("cpu")
-            if t.numel() > MAX_ELEMENTS:
-                d = t.double()
-                return {"shape": list(t.shape), "sum": float(d.sum()), "abs": float(d.abs().sum())}
-            return t.clone().contiguous()
-        except Exception:  # a fake or exotic tensor
-            return {"shape": list(x.shape), "dtype": str(x.dtype)}
-    if x is None or isinstance(x, (bool, int, float, str)):
-        return x
-    if isinstance(x, (torch.Size, tuple, list)):
-        return [to_data(v, depth + 1) for v in list(x)[:256]]
-    if isinstance(x, dict):
-        return {str(k): to_data(v, depth + 1) for k, v in list(x.items())[:256]}
-    if isinstance(x, torch.dtype):
-        return str(x)
-    if dataclasses.is_dataclass(x) and not isinstance(x, type):
-        fields = {f.name: getattr(x, f.name, None) for f in dataclasses.fields(x)}
-        return {"type": type(x).__name__, **to_data(fields, depth + 1)}
-    return f"<{type(x).__name__}>"
 
 
 def _rank() -> int:
@@ -119,109 +80,6 @@ def _save(key: str, entry: dict) -> None:
     torch.save({"rank": rank, "key": key, **entry}, os.path.join(_out, name))
 
 
-def _convert(value: Any) -> Any:
-    try:  # inside a dispatch mode (a memory tracker), converting must not dispatch to it again
-        from torch.utils._python_dispatch import _disable_current_modes
-
-        with _disable_current_modes():
-            return to_data(value)
-    except ImportError:
-        return to_data(value)
-
-
-# torch.distributed's functions by the family of communication they do: a call records the
-# families it used (variants of one family, such as all_gather and all_gather_into_tensor, count
-# alike; barriers are left out)
-FAMILIES = {
-    "all_reduce": "all_reduce",
-    "reduce_scatter": "reduce_scatter",
-    "reduce_scatter_tensor": "reduce_scatter",
-    "reduce_scatter_single": "reduce_scatter",
-    "all_gather": "all_gather",
-    "all_gather_into_tensor": "all_gather",
-    "all_gather_single": "all_gather",
-    "all_gather_object": "all_gather",
-    "broadcast": "broadcast",
-    "broadcast_object_list": "broadcast",
-    "all_to_all": "all_to_all",
-    "all_to_all_single": "all_to_all",
-    "send": "p2p",
-    "recv": "p2p",
-    "isend": "p2p",
-    "irecv": "p2p",
-    "batch_isend_irecv": "p2p",
-    "reduce": "reduce",
-    "gather": "gather",
-    "scatter": "scatter",
-}
-_local = threading.local()  # .active: the families used by each recorded call of this thread
-
-
-def _active() -> list[set[str]]:
-    if not hasattr(_local, "active"):
-        _local.active = []
-    return _local.active
-
-
-def _count_collectives() -> None:
-    """Wrap torch.distributed's collectives so that a recorded call notes the families it used."""
-    import torch.distributed as dist
-    import torch.distributed.distributed_c10d as c10d
-
-    for name, family in FAMILIES.items():
-        original = getattr(c10d, name, None)
-        if original is None or getattr(original, "_records_family", None):
-            continue
-
-        def counted(*args: Any, _f: Any = original, _family: str = family, **kwargs: Any) -> Any:
-            for used in _active():
-                used.add(_family)
-            return _f(*args, **kwargs)
-
-        counted._records_family = family  # type: ignore[attr-defined]
-        for module in (dist, c10d):
-            if getattr(module, name, None) is original:
-                setattr(module, name, counted)
-
-
-def _has_state(obj: Any) -> bool:
-    import torch
-
-    return hasattr(obj, "__dict__") and not isinstance(obj, (type, torch.Tensor))
-
-
-def _state(obj: Any) -> dict:
-    """What a method leaves visible in its object: the public numbers and strings, and the
-    values and gradients of the parameters of the modules and optimizers it holds (itself
-    included), not its private buffers (which a right solution may arrange its own way)."""
-    import torch
-
-    def own(t: Any) -> Any:  # a view into a flat buffer (ZeRO-3's units) may be mid-gather
-        if not isinstance(t, torch.Tensor):
-            return t
-        whole = (
-            t.storage_offset() == 0 and t.untyped_storage().nbytes() == t.numel() * t.element_size()
-        )
-        return t if whole else {"shape": list(t.shape), "view": True}
-
-    def params(ps: Any) -> list:
-        return [[own(p), own(p.grad)] for p in list(ps)[:512]]
-
-    out: dict[str, Any] = {}
-    if isinstance(obj, torch.nn.Module):
-        out["parameters"] = params(obj.parameters())
-    for name, value in list(vars(obj).items())[:256]:
-        if name.startswith("_"):
-            continue
-        if isinstance(value, torch.nn.Module):
-            out[name] = params(value.parameters())
-        elif isinstance(value, torch.optim.Optimizer):
-            out[name] = params(p for g in value.param_groups for p in g["params"])
-        elif value is None or isinstance(value, (bool, int, float, str)):
-            out[name] = value
-    return out
-
-
 _stopped: dict[str, str] = {}  # STOPPED_ENV
 
 
@@ -231,7 +89,7 @@ def _call(key: str, args: tuple, kwargs: dict) -> Any:
     if key in _stopped:
         raise TaskStopped(_stopped[key])
     used: set[str] = set()
-    stack = _active()
+    stack = active()
     stack.append(used)
     try:
         result = _originals[key](*args, **kwargs)
@@ -246,9 +104,9 @@ def _call(key: str, args: tuple, kwargs: dict) -> Any:
             pass
     try:
         tensors = [a for a in (*args, *kwargs.values()) if isinstance(a, torch.Tensor)]
-        entry = {"returned": _convert(result), "tensors": _convert(tensors)}
-        if args and _has_state(args[0]):  # a method: what it left in its object
-            entry["state"] = _convert(_state(args[0]))
+        entry = {"returned": convert(result), "tensors": convert(tensors)}
+        if args and has_state(args[0]):  # a method: what it left in its object
+            entry["state"] = convert(state(args[0]))
         _save(key, {**entry, "comm": sorted(used)})
     except Exception:
         pass
@@ -306,7 +164,7 @@ def _event(entry: dict) -> None:
 def pytest_addoption(parser: Any) -> None:
     """When pytest registers this plugin, before conftest.py and the package bind the names."""
     try:
-        _count_collectives()
+        count_collectives()
     except Exception:
         pass
 

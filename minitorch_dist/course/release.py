@@ -52,7 +52,7 @@ from .edition import (
     student_readme,
     write_manifest,
 )
-from .markers import BEGIN, END, TASK
+from .markers import BEGIN, END, TASK, SolutionBlockError, _strip_notebook, strip_solutions
 from .repository import repository_url
 
 __all__ = [
@@ -79,63 +79,6 @@ _INSTRUCTOR_ONLY = (
 SOURCE_REPO = repository_url()  # _config.yml's repository.url; --repo replaces it
 _LAB = re.compile(r"^lab\d\d$")
 _TEXT_SUFFIXES = {".ipynb", ".md", ".yml", ".toml", ".py", ".txt", ".cfg"}
-
-
-class SolutionBlockError(ValueError):
-    """A BEGIN SOLUTION without its END (or the reverse), or blocks nested in each other."""
-
-
-def strip_solutions(
-    text: str, where: str = "<text>", keep: Callable[[str], bool] | None = None
-) -> tuple[str, list[str]]:
-    """Replace every solution block in ``text`` by a stub; return the new text and the task ids
-    stubbed. A block whose task ``keep(task)`` accepts keeps its code, without the markers."""
-    out: list[str] = []
-    tasks: list[str] = []
-    inside = None  # (line number, task) of the open block
-    kept = False  # the open block's code stays
-    for number, line in enumerate(text.splitlines(keepends=True), start=1):
-        begin, end = _BEGIN.match(line.rstrip("\n")), _END.match(line)
-        if begin:
-            if inside:
-                raise SolutionBlockError(
-                    f"{where}:{number}: BEGIN SOLUTION inside the block opened at line {inside[0]}"
-                )
-            indent, task, what = begin.groups()
-            if not _TASK.match(task):
-                raise SolutionBlockError(
-                    f"{where}:{number}: task id {task!r} must look like lab01.2 (labNN.k)"
-                )
-            message = f"{task}: {what}" if what else task
-            inside, kept = (number, task), keep is not None and keep(task)
-            if not kept:
-                out.append(f"{indent}raise NotImplementedError({json.dumps(message)})\n")
-                tasks.append(task)
-        elif end:
-            if not inside:
-                raise SolutionBlockError(f"{where}:{number}: END SOLUTION without a BEGIN")
-            inside = None
-        elif not inside or kept:
-            out.append(line)
-    if inside:
-        raise SolutionBlockError(f"{where}:{inside[0]}: BEGIN SOLUTION {inside[1]} is never ended")
-    return "".join(out), tasks
-
-
-def _strip_notebook(path: Path, keep: Callable[[str], bool] | None = None) -> list[str]:
-    nb = json.loads(path.read_text())
-    tasks: list[str] = []
-    for cell in nb.get("cells", []):
-        if cell.get("cell_type") != "code":
-            continue
-        source = "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
-        new, found = strip_solutions(source, f"{path.name}", keep)
-        tasks += found
-        cell["source"] = new.splitlines(keepends=True)
-        cell["outputs"] = []
-        cell["execution_count"] = None
-    path.write_text(json.dumps(nb, indent=1, ensure_ascii=False) + "\n")
-    return tasks
 
 
 def _keep_rule(labs: Sequence[str] | None) -> Callable[[str], bool] | None:

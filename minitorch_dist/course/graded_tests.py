@@ -1,0 +1,83 @@
+"""Which tests are graded, and for which task: the convention of minitorch_dist/course/grade.py's
+docstring (a lab marker and exactly one task marker of that lab), read from collected pytest
+items, and the selection of one task's tests (``grade --task``, ``pytest --task``).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+from .renamed_tasks import current_tasks
+
+__all__ = [
+    "LAB_MARKER",
+    "TASK_ID",
+    "check_task_ids",
+    "lab_files",
+    "lab_of",
+    "select_tasks",
+    "task_of",
+    "task_problem",
+]
+
+LAB_MARKER = re.compile(r"^lab\d\d$")
+TASK_ID = re.compile(r"^(lab\d\d)\.\d+$")
+
+
+def lab_files(tests: str | os.PathLike, labs: list[str]) -> list[Path]:
+    """The test files under ``tests`` that write the marker of one of ``labs``
+    (``mark.lab05``): the only files whose tests can be that lab's graded tests, so grading a
+    lab collects those alone, not the ~100 files of ``tests/`` (~10 s of CPU in a fresh process).
+    tests/test_grading.py checks that no graded test lives in a file this leaves out."""
+    if not labs:
+        return []
+    words = re.compile(r"\bmark\.(" + "|".join(map(re.escape, labs)) + r")\b")
+    return [p for p in sorted(Path(tests).rglob("test_*.py")) if words.search(p.read_text())]
+
+
+def lab_of(item: Any) -> str | None:
+    """The ``labNN`` marker of a collected test (None: not graded)."""
+    marks = [m.name for m in item.iter_markers() if LAB_MARKER.match(m.name)]
+    return marks[0] if marks else None
+
+
+def task_of(item: Any) -> str | None:
+    """The task id of a graded test: the argument of its (single) ``task`` marker."""
+    tasks = [m.args[0] if m.args else "" for m in item.iter_markers("task")]
+    return tasks[0] if len(tasks) == 1 else None
+
+
+def task_problem(item: Any) -> str | None:
+    """Why a test breaks the convention (None when it keeps it)."""
+    labs = sorted({m.name for m in item.iter_markers() if LAB_MARKER.match(m.name)})
+    tasks = [m.args[0] if m.args else "" for m in item.iter_markers("task")]
+    if not labs:
+        return "a task marker without a lab marker" if tasks else None
+    if len(labs) > 1:
+        return f"several lab markers {labs}"
+    if len(tasks) != 1:
+        return f"{len(tasks)} task markers {tasks} (needs exactly one)"
+    match = TASK_ID.match(str(tasks[0]))
+    if not match or match.group(1) != labs[0]:
+        return f"task {tasks[0]!r} does not belong to its lab marker {labs[0]}"
+    return None
+
+
+def check_task_ids(tasks: list[str]) -> None:
+    for task in tasks:
+        if not TASK_ID.match(task):
+            raise ValueError(f"task ids look like 'lab05.1', got {task!r}")
+
+
+def select_tasks(items: list, config: Any, tasks: list[str]) -> None:
+    """Keep only the graded tests of ``tasks`` (in place), reporting the rest as deselected.
+    A renamed task's old id selects its new one (:mod:`.renamed_tasks`)."""
+    tasks = current_tasks(tasks, say=True)
+    keep = [item for item in items if task_of(item) in tasks]
+    dropped = [item for item in items if task_of(item) not in tasks]
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+    items[:] = keep
