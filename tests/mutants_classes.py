@@ -285,6 +285,14 @@ def _embedding_others_not_zeroed(self, ids):  # noqa: ANN001, ANN202
     return reduce_from_tp(out, self.group)
 
 
+# -- lab08.1: no guard where both parts saw no key ------------------------------------------------------
+def _merge_unguarded(out_a, lse_a, out_b, lse_b):  # noqa: ANN001, ANN202
+    lse = torch.logaddexp(lse_a, lse_b)
+    w_a = torch.exp(lse_a - lse).unsqueeze(-1)  # -inf - -inf = NaN on a row masked in both
+    w_b = torch.exp(lse_b - lse).unsqueeze(-1)
+    return w_a * out_a + w_b * out_b, lse
+
+
 MUTANTS_CLASSES: list[Mutant] = [
     Mutant(
         "lab01.1",
@@ -502,5 +510,12 @@ MUTANTS_CLASSES: list[Mutant] = [
         "minitorch_dist.tensor_parallel.vocab:VocabParallelEmbedding.forward",
         _embedding_others_not_zeroed,
         r"gives zeros for every other id",
+    ),
+    Mutant(
+        "lab08.1",
+        "merge-nan-where-both-masked",
+        "minitorch_dist.context_parallel.blocks:merge_partials",
+        _merge_unguarded,
+        r"exp\(-inf - -inf\) is NaN where both",
     ),
 ]
