@@ -293,6 +293,17 @@ def _merge_unguarded(out_a, lse_a, out_b, lse_b):  # noqa: ANN001, ANN202
     return w_a * out_a + w_b * out_b, lse
 
 
+# -- lab09.4: every W held back to the end -----------------------------------------------------------
+def _zb_h1_all_w_at_the_end(rank, pp, m, v):  # noqa: ANN001, ANN202
+    warmup = min(pp - rank - 1, m)
+    actions = [Action("F", i) for i in range(warmup)]
+    for i in range(m):
+        if warmup + i < m:
+            actions.append(Action("F", warmup + i))
+        actions.append(Action("B", i))
+    return actions + [Action("W", j) for j in range(m)]  # every W delayed: memory grows
+
+
 MUTANTS_CLASSES: list[Mutant] = [
     Mutant(
         "lab01.1",
@@ -517,5 +528,12 @@ MUTANTS_CLASSES: list[Mutant] = [
         "minitorch_dist.context_parallel.blocks:merge_partials",
         _merge_unguarded,
         r"exp\(-inf - -inf\) is NaN where both",
+    ),
+    Mutant(
+        "lab09.4",
+        "every-w-at-the-end",
+        "minitorch_dist.pipeline.schedules:_zb_h1",
+        _zb_h1_all_w_at_the_end,
+        r"micro-batches alive per rank, more than p",
     ),
 ]
