@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import importlib
 
 import torch
 import torch.distributed as dist
@@ -304,6 +305,25 @@ def _zb_h1_all_w_at_the_end(rank, pp, m, v):  # noqa: ANN001, ANN202
     return actions + [Action("W", j) for j in range(m)]  # every W delayed: memory grows
 
 
+# -- lab10.4: received rows taken as grouped by expert, not by source -----------------------------------
+def _dropless_rows_by_expert(self, flat, indices):  # noqa: ANN001, ANN202
+    ep_layer = importlib.import_module("minitorch_dist.expert_parallel.layer")
+
+    k, per = indices.shape[1], self.cfg.experts // self.ep
+    choices = indices.reshape(-1)
+    order = torch.sort(choices, stable=True).indices
+    x_sorted = flat[order // k]
+    counts = torch.bincount(choices, minlength=self.cfg.experts)
+    received = ep_layer.exchange_counts(counts, self.group).view(self.ep, per)
+    send = counts.view(self.ep, per).sum(1).tolist()
+    recv = received.sum(1).tolist()
+    self.last_send_splits, self.last_recv_splits = send, recv
+    rows = ep_layer.dispatch(x_sorted, send, recv, self.group)
+    local_ids = torch.repeat_interleave(torch.arange(per), received.sum(0))  # transposed layout
+    y_sorted = ep_layer.combine(self._run_local(rows, local_ids), send, recv, self.group)
+    return y_sorted[torch.argsort(order)]
+
+
 MUTANTS_CLASSES: list[Mutant] = [
     Mutant(
         "lab01.1",
@@ -535,5 +555,12 @@ MUTANTS_CLASSES: list[Mutant] = [
         "minitorch_dist.pipeline.schedules:_zb_h1",
         _zb_h1_all_w_at_the_end,
         r"micro-batches alive per rank, more than p",
+    ),
+    Mutant(
+        "lab10.4",
+        "received-rows-by-expert",
+        "minitorch_dist.expert_parallel.layer:ExpertParallelMoE._dropless",
+        _dropless_rows_by_expert,
+        r"come source by source",
     ),
 ]

@@ -539,17 +539,34 @@ def test_ep_block_equals_single_process_block(n):
         y.detach(),
         rtol=0,
         atol=EXACT,
-        msg=lambda m: f"the outputs differ from the full block's: {m}",
+        msg=lambda m: (
+            "the outputs differ from the full block's: the rows a rank receives come source "
+            "by source (all of rank 0's rows, then rank 1's, ...), each source's rows sorted by "
+            "local expert (received[j] counts them): run each row through the expert it was "
+            f"sent to ({m})"
+        ),
     )
     x_grads = torch.cat([o["x_grad"] for o in outs]) / n  # each rank's loss is its own mean
-    torch.testing.assert_close(x_grads, x.grad, rtol=0, atol=EXACT)
+    torch.testing.assert_close(
+        x_grads,
+        x.grad,
+        rtol=0,
+        atol=EXACT,
+        msg=lambda m: (
+            "the input gradients differ from the full block's: the backward must carry each "
+            f"row's gradient back through combine and dispatch to its token ({m})"
+        ),
+    )
     for r, out in enumerate(outs):
         owned = {
             f"experts.{e}.{w}.weight"
             for e in range(r * 4 // n, (r + 1) * 4 // n)
             for w in ("w1", "w2", "w3")
         }
-        assert set(out["grads"]) == owned | {"router.gate.weight"}, f"rank {r}"
+        assert set(out["grads"]) == owned | {"router.gate.weight"}, (
+            f"rank {r} holds gradients of {sorted(out['grads'])}, not its own experts "
+            f"{sorted(owned)} and the router"
+        )
         for name, grad in out["grads"].items():
             torch.testing.assert_close(
                 grad,
