@@ -31,9 +31,10 @@ from torch import nn
 
 from minitorch_dist.checks import check_choice, check_divisible
 from minitorch_dist.comm.groups import Group
-from minitorch_dist.expert_parallel.capacity import apply_capacity, expert_capacity
 from minitorch_dist.expert_parallel.dispatch import combine, dispatch, exchange_counts
+from minitorch_dist.models.capacity import expert_capacity
 from minitorch_dist.models.moe import MoEBlock
+from minitorch_dist.models.routing import apply_capacity
 
 __all__ = ["DISPATCH_MODES", "ExpertParallelMoE", "apply_expert_parallel", "local_experts"]
 

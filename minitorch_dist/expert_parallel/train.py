@@ -23,10 +23,10 @@ import torch.distributed as dist
 from minitorch_dist.checks import check_int
 from minitorch_dist.expert_parallel.layer import ExpertParallelMoE, apply_expert_parallel
 from minitorch_dist.expert_parallel.measure import TINY_MOE, full_cross_entropy, moe_llama
-from minitorch_dist.expert_parallel.router import LOSS_STYLES, load_balancing_loss
 from minitorch_dist.launching.launcher import launch
 from minitorch_dist.models import LlamaConfig
 from minitorch_dist.models.moe import MoEConfig
+from minitorch_dist.models.routing import LOSS_STYLES, load_balancing_loss
 from minitorch_dist.reference import make_batches, run_training
 
 __all__ = ["imbalance", "train_with_aux_loss"]

@@ -4,8 +4,8 @@ task lab10.1), expert capacity and the drop policy (task lab10.2).
 These are the functions you write in lab 10. They live beside the model because the single-
 process MoE block (:mod:`minitorch_dist.models.moe`) routes with them too: the reference and the
 expert-parallel layer run the same routing, and the lab's graded tests check these functions
-against hand-worked examples. ``minitorch_dist.expert_parallel.router`` and ``.capacity`` export
-them under the same names.
+against hand-worked examples. ``minitorch_dist.expert_parallel`` exports them under the same
+names.
 
 Routing (Shazeer et al. 2017, section 2.1; Fedus et al. 2022, section 2.1): softmax over the E
 experts' logits in at least fp32, the k largest probabilities per token, ties to the lower expert
