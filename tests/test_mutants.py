@@ -24,7 +24,7 @@ import pytest
 import torch
 import torch.distributed as dist
 from mutants_classes import MUTANTS_CLASSES
-from mutants_common import Mutant, grade_replaced, owner_of
+from mutants_common import Mutant, grade_replaced, owner_of, package_tasks
 from mutants_lab00 import MUTANTS_LAB00
 from mutants_labs01_06 import MUTANTS_LABS01_06
 from mutants_labs07_10 import MUTANTS_LABS07_10
@@ -254,8 +254,10 @@ class _GradedTasks:
 
 def test_every_graded_task_has_a_mutant() -> None:
     """Catches a graded task (a ``@pytest.mark.task`` of a graded test) that no mutant checks:
-    its tests might pass a common wrong answer unnoticed."""
-    labs = [f"lab{i:02d}" for i in range(0, 12)]
+    its tests might pass a common wrong answer unnoticed. The tasks are those with a solution
+    block in the package (the markers), and each must have graded tests."""
+    tasks = set(package_tasks())
+    labs = sorted({task.split(".")[0] for task in tasks})
     plugin = _GradedTasks()
     args = [
         str(ROOT / "tests"),
@@ -273,6 +275,26 @@ def test_every_graded_task_has_a_mutant() -> None:
     with contextlib.redirect_stdout(io.StringIO()):
         code = pytest.main(args, plugins=[plugin])
     assert code == pytest.ExitCode.OK, f"collecting the graded tests failed ({code})"
-    assert {task.split(".")[0] for task in plugin.tasks} == set(labs), sorted(plugin.tasks)
-    missing = sorted(plugin.tasks - {m.task for m in ALL_MUTANTS})
+    assert plugin.tasks == tasks, (
+        f"tasks with a solution block but no graded test: {sorted(tasks - plugin.tasks)}; "
+        f"graded tests of a task without a solution block: {sorted(plugin.tasks - tasks)}"
+    )
+    missing = sorted(tasks - {m.task for m in ALL_MUTANTS})
     assert not missing, f"graded tasks without a mutant: {missing}"
+
+
+# Tasks whose mutants still cover a single class of mistake (each mutant below it and in
+# tests/mutants_*.py names its class): add one of another class, then remove the task here.
+ONE_CLASS_ONLY = {"lab07.3", "lab07.5", "lab08.2", "lab08.3", "lab09.1", "lab11.1"}
+
+
+def test_every_task_has_mutants_of_two_classes_of_mistake() -> None:
+    """Catches a task whose wrong answers are all of one kind (tests written against one
+    mistake pass others): every task has a mutant in tests/mutants_classes.py, a class of
+    mistake besides its first mutant's, unless ONE_CLASS_ONLY lists it (and then it has none)."""
+    second = {m.task for m in MUTANTS_CLASSES}
+    tasks = set(package_tasks())
+    missing = sorted(tasks - second - ONE_CLASS_ONLY)
+    assert not missing, f"tasks without a mutant in tests/mutants_classes.py: {missing}"
+    stale = sorted(ONE_CLASS_ONLY & second)
+    assert not stale, f"ONE_CLASS_ONLY lists tasks that now have a second class: {stale}"
