@@ -120,7 +120,7 @@ def plot_roofline(verdicts: Sequence[Verdict]) -> BookFigure:
     network, open: NVLink); y: its throughput over the GPU's peak (the paper's MFU or
     TFLOP/s, else the planner's prediction, a cross); lines: each machine's roofs
     ``min(1, I B / peak)``, B one GPU's network share (solid) or its NVLink (dashed)."""
-    fig = BookFigure(figsize=(COLUMN_IN, 4.2), layout="constrained")
+    fig = BookFigure(figsize=(COLUMN_IN, 5.2), layout="constrained")
     ax = fig.add_subplot()
     colors = {"dgx-a100": "#1f77b4", "dgx-h100": "#d62728", "h800": "#2ca02c"}
     names = {"dgx-a100": "A100", "dgx-h100": "H100", "h800": "H800"}
@@ -170,7 +170,7 @@ def plot_roofline(verdicts: Sequence[Verdict]) -> BookFigure:
     ax.set_ylabel("throughput / peak FLOP/s")
     ax.set_title("Published runs on the roofline of their links", fontsize=10)
     ax.tick_params(labelsize=9)
-    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1))
+    ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.15), ncol=2)
     below = all(p.get_offsets()[0][1] <= 1 for p in ax.collections if len(p.get_offsets()))
     fig.description = (
         "Roofline of the published runs: throughput over the GPU's peak against the step's FLOPs "

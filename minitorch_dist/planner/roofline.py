@@ -47,6 +47,7 @@ __all__ = [
     "expert_critical_tokens",
     "layer_ratio",
     "link_intensity",
+    "step_roof",
     "tightest",
     "pp_critical_micro_batches",
     "roofline",
@@ -244,3 +245,14 @@ def link_intensity(phases: list[Phase], resource: str, bandwidth: float) -> floa
     flops = sum(p.flops for p in phases if p.name in ("forward", "backward"))
     seconds = sum(p.bytes / p.bandwidth for p in phases if p.resource == resource)
     return flops / (seconds * bandwidth) if seconds else float("inf")
+
+
+def step_roof(phases: list[Phase]) -> float:
+    """The step's roofline seconds: the longest of its products at peak and each resource's
+    bytes at its bandwidth, as if every phase overlapped every other perfectly."""
+    flops = sum(p.flops for p in phases if p.name in ("forward", "backward"))
+    peak = phases[0].peak
+    per_resource: dict[str, float] = {}
+    for p in phases:
+        per_resource[p.resource] = per_resource.get(p.resource, 0.0) + p.bytes / p.bandwidth
+    return max(flops / peak, *per_resource.values())
