@@ -324,6 +324,14 @@ def _dropless_rows_by_expert(self, flat, indices):  # noqa: ANN001, ANN202
     return y_sorted[torch.argsort(order)]
 
 
+# -- lab07.5: the scatter keeps the neighbour's tokens ------------------------------------------------
+@staticmethod
+def _scatter_neighbours_tokens(ctx, x, group, dim):  # noqa: ANN001, ANN205
+    ctx.group, ctx.dim = group, dim
+    t = group_size(group)
+    return x.chunk(t, dim=dim)[(group_rank(group) + 1) % t].contiguous()  # off by one rank
+
+
 MUTANTS_CLASSES: list[Mutant] = [
     Mutant(
         "lab01.1",
@@ -562,5 +570,12 @@ MUTANTS_CLASSES: list[Mutant] = [
         "minitorch_dist.expert_parallel.layer:ExpertParallelMoE._dropless",
         _dropless_rows_by_expert,
         r"come source by source",
+    ),
+    Mutant(
+        "lab07.5",
+        "scatter-keeps-neighbours-tokens",
+        "minitorch_dist.tensor_parallel.functions:ScatterToSP.forward",
+        _scatter_neighbours_tokens,
+        r"the scatter kept rank \d+'s tokens, not its own slice",
     ),
 ]

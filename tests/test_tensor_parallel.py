@@ -436,16 +436,35 @@ def test_sequence_parallel_gather_and_reduce_scatter(tp):
     ranks = torch.arange(1, tp + 1, dtype=full.dtype).repeat_interleave(8 // tp)  # (8,)
     for rank, out in enumerate(launch(_sp_functions, tp)):
         chunk = full.chunk(tp, dim=1)[rank]
-        assert torch.equal(out["gathered"], full)
+        assert torch.equal(out["gathered"], full), (
+            f"rank {rank}: the all-gather did not rebuild the whole sequence: gather the ranks' "
+            "s/t slices along the sequence (dim 1), in rank order"
+        )
         assert not torch.equal(out["x_grad"], torch.full_like(chunk, rank + 1.0)), (
             f"rank {rank}: the all-gather's backward kept only this rank's gradient; it is a "
             "reduce-scatter (every rank's gradient of my tokens, summed)"
         )
-        assert torch.equal(out["x_grad"], torch.full_like(chunk, float(total)))
-        assert torch.equal(out["scattered"], chunk * total)
-        assert torch.equal(out["y_grad"], ranks.view(1, 8, 1).expand_as(full))
-        assert torch.equal(out["split"], chunk)
-        assert torch.equal(out["z_grad"], ranks.view(1, 8, 1).expand_as(full))
+        assert torch.equal(out["x_grad"], torch.full_like(chunk, float(total))), (
+            f"rank {rank}: the all-gather's backward is not the sum of every rank's gradient of "
+            "its tokens (a reduce-scatter)"
+        )
+        assert torch.equal(out["scattered"], chunk * total), (
+            f"rank {rank}: the reduce-scatter does not hold the ranks' sum of its own tokens "
+            "(slice rank, along the sequence)"
+        )
+        assert torch.equal(out["y_grad"], ranks.view(1, 8, 1).expand_as(full)), (
+            f"rank {rank}: the reduce-scatter's backward is not the all-gather of every rank's "
+            "gradient"
+        )
+        held = [k for k in range(tp) if torch.equal(out["split"], full.chunk(tp, dim=1)[k])]
+        assert torch.equal(out["split"], chunk), (
+            f"rank {rank}: the scatter kept "
+            + (f"rank {held[0]}'s tokens" if held else "tokens that are no rank's slice")
+            + f", not its own slice {rank} of the sequence: slice r of t goes to rank r"
+        )
+        assert torch.equal(out["z_grad"], ranks.view(1, 8, 1).expand_as(full)), (
+            f"rank {rank}: the scatter's backward is not the all-gather of the ranks' gradients"
+        )
 
 
 @pytest.mark.lab07
