@@ -332,6 +332,37 @@ def _scatter_neighbours_tokens(ctx, x, group, dim):  # noqa: ANN001, ANN205
     return x.chunk(t, dim=dim)[(group_rank(group) + 1) % t].contiguous()  # off by one rank
 
 
+# -- lab07.3: f before each of wq, wk and wv ---------------------------------------------------------
+def _parallelize_block_f_per_projection(block, group, *, sp=False, regather=False):  # noqa: ANN001, ANN202
+    tp_model = importlib.import_module("minitorch_dist.tensor_parallel.model")
+    column_cls, row_cls = tp_model.ColumnParallelLinear, tp_model.RowParallelLinear
+    t, r = group_size(group), group_rank(group)
+    attn, mlp = block.attn, block.mlp
+    each = dict(sp=sp, enter_region=True)  # every projection enters the region: f three times
+    column = dict(sp=sp, enter_region=False)
+    attn.wq = column_cls.from_linear(attn.wq, group, **each)
+    if attn.kv_heads % t == 0:
+        attn.wk = column_cls.from_linear(attn.wk, group, **each)
+        attn.wv = column_cls.from_linear(attn.wv, group, **each)
+    else:
+        index = r // (t // attn.kv_heads)
+        for name in ("wk", "wv"):
+            layer = column_cls.from_linear(
+                getattr(attn, name), group, index=index, parts=attn.kv_heads, **each
+            )
+            tp_model.sum_replica_grads(layer.weight, group, index, attn.kv_heads)
+            setattr(attn, name, layer)
+    attn.wo = row_cls.from_linear(attn.wo, group, sp=sp)
+    mlp.w1 = column_cls.from_linear(mlp.w1, group, **column)
+    mlp.w3 = column_cls.from_linear(mlp.w3, group, **column)
+    mlp.w2 = row_cls.from_linear(mlp.w2, group, sp=sp)
+    attn.__class__, mlp.__class__ = tp_model.TensorParallelAttention, tp_model.TensorParallelSwiGLU
+    for module in (attn, mlp):
+        module.tp_group, module.sp = group, sp
+    attn.regather = mlp.regather = regather and sp
+    return block
+
+
 MUTANTS_CLASSES: list[Mutant] = [
     Mutant(
         "lab01.1",
@@ -577,5 +608,12 @@ MUTANTS_CLASSES: list[Mutant] = [
         "minitorch_dist.tensor_parallel.functions:ScatterToSP.forward",
         _scatter_neighbours_tokens,
         r"the scatter kept rank \d+'s tokens, not its own slice",
+    ),
+    Mutant(
+        "lab07.3",
+        "f-before-each-projection",
+        "minitorch_dist.tensor_parallel.model:parallelize_block",
+        _parallelize_block_f_per_projection,
+        r"one f\s+before the shared input of wq, wk and wv, not one each",
     ),
 ]
