@@ -133,6 +133,12 @@ CHECKS = {
         ("same number of loss tokens", "`calculate_per_token_loss`"),
         r"is the gradient of the mean over the global batch\.",
     ),
+    "chapter 11's summary keeps the equal-token condition of the loss scaling": (
+        "chapters/11_putting_it_together.md",
+        "and by $1/(d c)$ in the gradient average",
+        ("same number of loss tokens",),
+        r"and by \$1/\(d c\)\$ in the gradient average\.",
+    ),
     "exercise 2: Llama 3's Table 4 prints a d that does not multiply out": (
         "chapters/11_putting_it_together.md",
         "(Table 4",
