@@ -118,7 +118,7 @@ def test_every_group_parameter_has_the_one_type() -> None:
 
 MAX_PARAMETERS = 7
 # the modules that measure a technique or compare it with the single process
-MEASURING = ("measure*.py", "parallel3d/compare.py", "zero/train.py")
+MEASURING = ("measure*.py", "parallel3d/compare.py", "zero/train.py", "expert_parallel/train.py")
 
 
 def test_measurements_take_a_config_not_a_dozen_arguments() -> None:

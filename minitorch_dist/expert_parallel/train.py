@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
+from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
@@ -29,7 +30,7 @@ from minitorch_dist.models.moe import MoEConfig
 from minitorch_dist.models.routing import LOSS_STYLES, load_balancing_loss
 from minitorch_dist.reference import make_batches, run_training
 
-__all__ = ["imbalance", "train_with_aux_loss"]
+__all__ = ["AuxRun", "imbalance", "train_with_aux_loss"]
 
 
 def imbalance(tokens_per_expert: torch.Tensor) -> float:
@@ -38,17 +39,24 @@ def imbalance(tokens_per_expert: torch.Tensor) -> float:
     return (counts.max() / counts.mean()).item()
 
 
-def _train_rank(
-    rank: int,
-    ep: int,
-    config: LlamaConfig,
-    moe: MoEConfig,
-    batches: list,
-    aux_alpha: float,
-    style: str,
-    lr: float,
-    seed: int,
-) -> dict[str, Any]:
+@dataclass(frozen=True)
+class AuxRun:
+    """What :func:`train_with_aux_loss` trains (its keyword arguments)."""
+
+    steps: int = 30  # AdamW steps
+    aux_alpha: float = 0.0  # the auxiliary loss's weight (0: none; Fedus et al. use 1e-2)
+    style: str = "topk"  # one of LOSS_STYLES: how load_balancing_loss counts the choices
+    config: LlamaConfig | None = None  # the model (None: the tiny Llama of TINY_MOE)
+    moe: MoEConfig | None = None  # its MoE blocks (None: TINY_MOE's)
+    global_batch: int = 8  # sequences per step, split over the ranks
+    seq_len: int = 32
+    lr: float = 1e-2
+    seed: int = 0  # of the model's weights and of the batches
+    timeout: float = 300.0  # seconds for the launch
+
+
+def _train_rank(rank: int, ep: int, run: AuxRun, batches: list) -> dict[str, Any]:
+    config, moe, seed, aux_alpha = run.config, run.moe, run.seed, run.aux_alpha
     torch.set_num_threads(1)
     torch.manual_seed(seed)
     model = apply_expert_parallel(moe_llama(config, moe, seed), dist.group.WORLD)
@@ -58,7 +66,7 @@ def _train_rank(
         loss = full_cross_entropy(logits, targets)
         if aux_alpha:
             aux = sum(
-                load_balancing_loss(m.last_router_probs, top_k=moe.top_k, style=style)
+                load_balancing_loss(m.last_router_probs, top_k=moe.top_k, style=run.style)
                 for m in layers
             )
             loss = loss + aux_alpha * aux
@@ -74,8 +82,8 @@ def _train_rank(
         record["tokens_per_expert"].append(counts.tolist())
         record["imbalance"].append(sum(imbalance(c) for c in counts) / len(layers))
 
-    opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.1)
-    run = run_training(
+    opt = torch.optim.AdamW(model.parameters(), lr=run.lr, weight_decay=0.1)
+    trained = run_training(
         model,
         opt,
         batches,
@@ -85,44 +93,33 @@ def _train_rank(
         around_step=count,
         weights=None,
     )
-    record["losses"] = run.losses
+    record["losses"] = trained.losses
     record["last_experts"] = layers[0].last_expert_indices.tolist()  # this rank's tokens
     return record
 
 
-def train_with_aux_loss(
-    ep: int,
-    *,
-    steps: int = 30,
-    aux_alpha: float = 0.0,
-    style: str = "topk",
-    config: LlamaConfig | None = None,
-    moe: MoEConfig | None = None,
-    global_batch: int = 8,
-    seq_len: int = 32,
-    lr: float = 1e-2,
-    seed: int = 0,
-    timeout: float = 300.0,
-) -> dict[str, Any]:
-    """Train ``steps`` AdamW steps expert-parallel over ``ep`` ranks (fp32, dropless); returns
-    ``losses`` (mean over ranks, per step, auxiliary term included), ``imbalance`` (per step),
-    ``tokens_per_expert`` (per step, per MoE layer, the global counts) and ``last_experts``
-    (per rank, the first MoE layer's (T, k) choices of the last step: a real routing)."""
-    config, moe = config or TINY_MOE[0], moe or TINY_MOE[1]
+def train_with_aux_loss(ep: int, run: AuxRun | None = None, **options: Any) -> dict[str, Any]:
+    """Train ``run.steps`` AdamW steps expert-parallel over ``ep`` ranks (fp32, dropless);
+    ``options`` replace fields of ``run`` (an :class:`AuxRun`). Returns ``losses`` (mean over
+    ranks, per step, auxiliary term included), ``imbalance`` (per step), ``tokens_per_expert``
+    (per step, per MoE layer, the global counts) and ``last_experts`` (per rank, the first MoE
+    layer's (T, k) choices of the last step: a real routing)."""
+    run = replace(run or AuxRun(), **options)
+    run = replace(run, config=run.config or TINY_MOE[0], moe=run.moe or TINY_MOE[1])
     check_int("ep", ep)
-    check_int("steps", steps)
-    if style not in LOSS_STYLES:
-        raise ValueError(f"style must be one of {', '.join(LOSS_STYLES)}, got {style!r}")
-    batches = make_batches(config.vocab_size, global_batch, seq_len, steps, seed)
-    runs = launch(
-        _train_rank, ep, config, moe, batches, aux_alpha, style, lr, seed, timeout=timeout
+    check_int("steps", run.steps)
+    if run.style not in LOSS_STYLES:
+        raise ValueError(f"style must be one of {', '.join(LOSS_STYLES)}, got {run.style!r}")
+    batches = make_batches(
+        run.config.vocab_size, run.global_batch, run.seq_len, run.steps, run.seed
     )
+    runs = launch(_train_rank, ep, run, batches, timeout=run.timeout)
     losses = torch.tensor([r["losses"] for r in runs], dtype=torch.float64).mean(0).tolist()
     return {
         "losses": losses,
         "imbalance": runs[0]["imbalance"],
         "tokens_per_expert": runs[0]["tokens_per_expert"],
         "last_experts": [r["last_experts"] for r in runs],
-        "experts": moe.experts,
+        "experts": run.moe.experts,
         "ep": ep,
     }
