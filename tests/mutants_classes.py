@@ -27,6 +27,8 @@ from minitorch_dist.accumulate import measure as _accumulate_measure
 from minitorch_dist.accumulate.accumulate import count_tokens, token_loss_sum
 from minitorch_dist.comm.collectives import all_reduce_copy
 from minitorch_dist.comm.groups import group_rank, group_size
+from minitorch_dist.context_parallel import ring as _ring
+from minitorch_dist.context_parallel.blocks import block_attention, merge_partials
 from minitorch_dist.memory.estimate import activation_bytes as _activation_bytes
 from minitorch_dist.memory.estimate import bytes_per_param as _bytes_per_param
 from minitorch_dist.memory.estimate import model_state_bytes as _model_state_bytes
@@ -363,6 +365,29 @@ def _parallelize_block_f_per_projection(block, group, *, sp=False, regather=Fals
     return block
 
 
+# -- lab08.2: the K/V block taken for the next rank's, not the previous one's -------------------------
+def _ring_forward_owner_off_by_one(
+    q, k, v, *, group=None, layout="zigzag", merge=None, counter=None
+):  # noqa: ANN001, ANN202, E501
+    merge = merge_partials if merge is None else merge
+    cp = group_size(group)
+    comm, rank = _ring.RingComm(group, counter), group_rank(group)
+    qs = _ring.pieces_of(q, layout)
+    out = [None] * len(qs)
+    for step in range(cp):
+        if step < cp - 1:
+            k_next, v_next = comm.send_recv([k, v])
+        ks, vs = _ring.pieces_of(k, layout), _ring.pieces_of(v, layout)
+        owner = (rank + step) % cp  # the K/V came from rank - step, not rank + step
+        for i, j, kind in _ring.block_plan(rank, owner, cp, layout):
+            part = block_attention(qs[i], ks[j], vs[j], causal=kind == "diagonal")
+            out[i] = part if out[i] is None else merge(*out[i], *part)
+        if step < cp - 1:
+            comm.wait()
+            k, v = k_next, v_next
+    return torch.cat([o for o, _ in out], dim=2), torch.cat([lse for _, lse in out], dim=2)
+
+
 MUTANTS_CLASSES: list[Mutant] = [
     Mutant(
         "lab01.1",
@@ -615,5 +640,12 @@ MUTANTS_CLASSES: list[Mutant] = [
         "minitorch_dist.tensor_parallel.model:parallelize_block",
         _parallelize_block_f_per_projection,
         r"one f\s+before the shared input of wq, wk and wv, not one each",
+    ),
+    Mutant(
+        "lab08.2",
+        "kv-owner-off-by-one",
+        "minitorch_dist.context_parallel.ring:ring_attention_forward",
+        _ring_forward_owner_off_by_one,
+        r"holds the K/V of rank \(r - s\) mod cp",
     ),
 ]

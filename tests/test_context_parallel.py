@@ -249,7 +249,15 @@ def test_ring_forward_equals_full_causal_attention(cp, layout):
         for name in ("out", "lse"):
             ours, want = res[name]
             torch.testing.assert_close(
-                ours, want, **TOL, msg=lambda m, r=rank, n=name: f"rank {r} {n}: {m}"
+                ours,
+                want,
+                **TOL,
+                msg=lambda m, r=rank, n=name: (
+                    f"rank {r} {n} is not its shard of full causal attention: at step s rank r "
+                    "holds the K/V of rank (r - s) mod cp (they travel to rank r + 1); compute "
+                    "the blocks block_plan gives for that owner, merge every one, miss no step "
+                    f"({m})"
+                ),
             )
 
 
@@ -260,8 +268,16 @@ def test_ring_forward_sends_cp_minus_1_kv_blocks_to_the_next_rank(cp):
     """lab08.2. Bytes counted = ring_bytes_per_rank exactly, all of it to rank r + 1. Catches
     an all-gather (bytes to every rank), a send at the last step (cp blocks), K/V sent twice."""
     for rank, res in enumerate(launch(_forward_rank, cp, "zigzag")):
-        assert res["bytes"] == ring_bytes_per_rank(2, 2, 16, 8, cp, bytes_per_element=8)
-        assert set(res["peers"]) == {(rank + 1) % cp}, f"rank {rank} sent to {res['peers']}"
+        want = ring_bytes_per_rank(2, 2, 16, 8, cp, bytes_per_element=8)
+        assert res["bytes"] == want, (
+            f"rank {rank} sent {res['bytes']} bytes, not cp - 1 = {cp - 1} K/V blocks ({want}): "
+            "more means a send at the last step or K/V sent twice, an all-gather sends to every "
+            "rank"
+        )
+        assert set(res["peers"]) == {(rank + 1) % cp}, (
+            f"rank {rank} sent to ranks {sorted(res['peers'])}, not only to the next one, "
+            f"{(rank + 1) % cp}: K/V travel one way round the ring"
+        )
 
 
 def _work_rank(rank: int, cp: int, layout: str) -> float:
