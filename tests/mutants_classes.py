@@ -28,7 +28,11 @@ from minitorch_dist.accumulate.accumulate import count_tokens, token_loss_sum
 from minitorch_dist.comm.collectives import all_reduce_copy
 from minitorch_dist.comm.groups import group_rank, group_size
 from minitorch_dist.context_parallel import ring as _ring
-from minitorch_dist.context_parallel.blocks import block_attention, merge_partials
+from minitorch_dist.context_parallel.blocks import (
+    block_attention,
+    block_attention_backward,
+    merge_partials,
+)
 from minitorch_dist.memory.estimate import activation_bytes as _activation_bytes
 from minitorch_dist.memory.estimate import bytes_per_param as _bytes_per_param
 from minitorch_dist.memory.estimate import model_state_bytes as _model_state_bytes
@@ -388,6 +392,46 @@ def _ring_forward_owner_off_by_one(
     return torch.cat([o for o, _ in out], dim=2), torch.cat([lse for _, lse in out], dim=2)
 
 
+# -- lab08.3: the returning dK/dV buffer received but never added ---------------------------------------
+def _ring_backward_shares_dropped(
+    dout, q, k, v, out, lse, *, group=None, layout="zigzag", counter=None
+):  # noqa: ANN001, ANN202, E501
+    cp = group_size(group)
+    comm, rank = _ring.RingComm(group, counter), group_rank(group)
+    grads = _ring.RingComm(group, counter, tag=1)
+    delta = (dout * out).sum(-1)
+    qs, dos = _ring.pieces_of(q, layout), _ring.pieces_of(dout, layout)
+    lses, deltas = _ring.pieces_of(lse, layout), _ring.pieces_of(delta, layout)
+    dq = [torch.zeros_like(x) for x in qs]
+    dk_own = dv_own = travelling = None
+    for step in range(cp):
+        if step < cp - 1:
+            k_next, v_next = comm.send_recv([k, v])
+        ks, vs = _ring.pieces_of(k, layout), _ring.pieces_of(v, layout)
+        dk, dv = torch.zeros_like(k), torch.zeros_like(v)
+        dks, dvs = _ring.pieces_of(dk, layout), _ring.pieces_of(dv, layout)
+        for i, j, kind in _ring.block_plan(rank, (rank - step) % cp, cp, layout):
+            g = block_attention_backward(
+                dos[i], qs[i], ks[j], vs[j], lses[i], deltas[i], causal=kind == "diagonal"
+            )
+            dq[i] += g[0]
+            dks[j].add_(g[1])
+            dvs[j].add_(g[2])
+        if step == 0:
+            dk_own, dv_own = dk, dv
+        else:
+            if travelling is not None:
+                grads.wait()
+                dk, dv = dk + travelling[0], dv + travelling[1]
+            travelling = grads.send_recv([dk, dv])
+        if step < cp - 1:
+            comm.wait()
+            k, v = k_next, v_next
+    if travelling is not None:
+        grads.wait()  # the other ranks' shares arrive ... and are dropped
+    return torch.cat(dq, dim=2), dk_own, dv_own
+
+
 MUTANTS_CLASSES: list[Mutant] = [
     Mutant(
         "lab01.1",
@@ -647,5 +691,12 @@ MUTANTS_CLASSES: list[Mutant] = [
         "minitorch_dist.context_parallel.ring:ring_attention_forward",
         _ring_forward_owner_off_by_one,
         r"holds the K/V of rank \(r - s\) mod cp",
+    ),
+    Mutant(
+        "lab08.3",
+        "returned-shares-dropped",
+        "minitorch_dist.context_parallel.ring:ring_attention_backward",
+        _ring_backward_shares_dropped,
+        r"holds only its own share: the other ranks' shares never came back",
     ),
 ]
