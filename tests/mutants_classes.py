@@ -432,6 +432,18 @@ def _ring_backward_shares_dropped(
     return torch.cat(dq, dim=2), dk_own, dv_own
 
 
+# -- lab09.1: backward keeps what forward saved ---------------------------------------------------------
+def _stage_backward_never_frees(self, micro_batch, chunk, grad=None, *, weights=True):  # noqa: ANN001, ANN202
+    x, out = self._saved[(micro_batch, chunk)]
+    if not weights:
+        if self.is_first(chunk):
+            return None
+        (dx,) = torch.autograd.grad(out, [x], grad, retain_graph=True)
+        return dx
+    torch.autograd.backward(out, grad)  # the saved (input, output) stay in self._saved
+    return None if self.is_first(chunk) else x.grad
+
+
 MUTANTS_CLASSES: list[Mutant] = [
     Mutant(
         "lab01.1",
@@ -698,5 +710,12 @@ MUTANTS_CLASSES: list[Mutant] = [
         "minitorch_dist.context_parallel.ring:ring_attention_backward",
         _ring_backward_shares_dropped,
         r"holds only its own share: the other ranks' shares never came back",
+    ),
+    Mutant(
+        "lab09.1",
+        "saved-never-freed",
+        "minitorch_dist.pipeline.stage:PipelineStage.backward",
+        _stage_backward_never_frees,
+        r"backward must free what forward kept",
     ),
 ]

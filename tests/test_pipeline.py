@@ -114,8 +114,16 @@ def test_gpipe_keeps_every_micro_batch_alive(pp, m):
     """Catches a stage that does not keep (or never frees) its activations: under GPipe the
     runtime counts m micro-batches alive on every rank, and none after the step."""
     results, _ = run_pipeline(pp, "gpipe", m)
-    assert [r["run"].peak_in_flight for r in results] == [m] * pp
-    assert all(r["run"].in_flight[-1] == 0 for r in results)
+    peaks = [r["run"].peak_in_flight for r in results]
+    assert peaks == [m] * pp, (
+        f"GPipe on {pp} ranks, m = {m}: at most {peaks} micro-batches alive per rank, not all m: "
+        "forward must keep each micro-batch's input and output until its backward"
+    )
+    left = [r["run"].in_flight[-1] for r in results]
+    assert left == [0] * pp, (
+        f"micro-batches still kept after the step, per rank: {left}: backward must free what "
+        "forward kept for it (drop the saved input and output)"
+    )
 
 
 @pytest.mark.lab09
