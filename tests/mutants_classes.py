@@ -444,6 +444,17 @@ def _stage_backward_never_frees(self, micro_batch, chunk, grad=None, *, weights=
     return None if self.is_first(chunk) else x.grad
 
 
+# -- lab11.1: the replicated norm weights counted on every tp rank ---------------------------------------
+def _grid_norm_unmasked(optimizer, grid, counted):  # noqa: ANN001, ANN202
+    sq = torch.zeros((), dtype=torch.float64)
+    for unit in optimizer.units:
+        sq += (unit.shard.grad.double() ** 2).sum()  # no mask: a norm weight counted t times
+    dist.all_reduce(sq, group=grid.group("dp_cp"))
+    dist.all_reduce(sq, group=grid.group("tp"))
+    dist.all_reduce(sq, group=grid.group("pp"))
+    return sq.sqrt()
+
+
 MUTANTS_CLASSES: list[Mutant] = [
     Mutant(
         "lab01.1",
@@ -717,5 +728,12 @@ MUTANTS_CLASSES: list[Mutant] = [
         "minitorch_dist.pipeline.stage:PipelineStage.backward",
         _stage_backward_never_frees,
         r"backward must free what forward kept",
+    ),
+    Mutant(
+        "lab11.1",
+        "norm-weights-counted-t-times",
+        "minitorch_dist.parallel3d.clip:grid_grad_norm",
+        _grid_norm_unmasked,
+        r"the replicated norm weights counted once over tp",
     ),
 ]

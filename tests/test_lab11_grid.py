@@ -12,7 +12,9 @@ comparison fails on it.
 
 from __future__ import annotations
 
+import contextlib
 import math
+from collections.abc import Iterator
 
 import pytest
 import torch
@@ -22,6 +24,36 @@ from minitorch_dist.parallel3d import compare_grid_with_reference
 DP_PP_TP = {"dp": 2, "pp": 2, "tp": 2}
 CP_PP_TP = {"cp": 2, "pp": 2, "tp": 2}
 
+# what a failing comparison of the grid against one process most likely means, by its quantity
+WHY = {
+    "gradient norm": (
+        "the gradient norm before clipping is the square root of one sum of squares over every "
+        "parameter: each rank's squares (the replicated norm weights counted once over tp, "
+        "their mask), all-reduced over dp x cp (the ZeRO shards), tp (the slices) and pp (the "
+        "stages)"
+    ),
+    "loss": (
+        "the step loss is the global batch's token mean on every rank: the pipeline divides by "
+        "m, and the ranks of dp x cp average"
+    ),
+    "weight": (
+        "a weight after the steps differs: ZeRO averages the gradients over dp x cp (the ranks "
+        "holding the same weights), and clipping scales by the grid's norm"
+    ),
+}
+
+
+@contextlib.contextmanager
+def _explained() -> Iterator[None]:
+    """Adds to a failing comparison what it most likely means (WHY)."""
+    try:
+        yield
+    except AssertionError as e:
+        why = next((w for key, w in WHY.items() if key in str(e).split(":")[0]), None)
+        if why is None:
+            raise
+        raise AssertionError(f"{e}\n{why}") from e
+
 
 @pytest.mark.lab11
 @pytest.mark.task("lab11.1")
@@ -30,7 +62,8 @@ def test_dp_pp_tp_trains_like_one_process():
     cp), the pipeline's loss not divided by m, a step loss that is not the global mean on every
     rank, a gradient norm not reduced over tp and pp, or one that counts the replicated norm
     weights t times: losses, norms and every weight after 3 steps equal one process's in fp64."""
-    check = compare_grid_with_reference(**DP_PP_TP, dtype=torch.float64, steps=3)
+    with _explained():
+        check = compare_grid_with_reference(**DP_PP_TP, dtype=torch.float64, steps=3)
     assert check.max_error < 1e-10
     assert len(check.comparisons) == 8
     assert max(check.norms) > 0.5  # clipping to 0.5 was active on every step compared
@@ -43,7 +76,8 @@ def test_cp_pp_tp_trains_like_one_process():
     """lab11.1. Catches the cp ranks' gradients never averaged (ZeRO-1 over dp alone), RoPE
     positions of the shard instead of the whole sequence, ring attention over the wrong group:
     with cp instead of dp, losses, norms and weights after 3 steps equal one process's in fp64."""
-    check = compare_grid_with_reference(**CP_PP_TP, dtype=torch.float64, steps=3)
+    with _explained():
+        check = compare_grid_with_reference(**CP_PP_TP, dtype=torch.float64, steps=3)
     assert check.max_error < 1e-10
 
 
@@ -52,7 +86,8 @@ def test_cp_pp_tp_trains_like_one_process():
 @pytest.mark.parametrize("axes", [DP_PP_TP, CP_PP_TP], ids=["dp-pp-tp", "cp-pp-tp"])
 def test_fp32_trains_like_one_process(axes):
     """lab11.1. The same in fp32: losses and norms to TIGHT, weights to FP32_ADAM."""
-    check = compare_grid_with_reference(**axes, dtype=torch.float32, steps=3)
+    with _explained():
+        check = compare_grid_with_reference(**axes, dtype=torch.float32, steps=3)
     assert check.max_error < 2e-5
 
 
@@ -62,7 +97,8 @@ def test_each_rank_holds_its_stage_its_slice_and_a_zero_shard():
     """lab11.1. Catches TP applied to the whole model instead of the stage, ZeRO over the wrong
     group (a shard of 1/8 or of the whole instead of 1/(dp cp)): each rank holds its stage's
     parameters only, and its ZeRO-1 shard is ceil(numel / 2) elements."""
-    check = compare_grid_with_reference(**DP_PP_TP, dtype=torch.float64, steps=1)
+    with _explained():
+        check = compare_grid_with_reference(**DP_PP_TP, dtype=torch.float64, steps=1)
     for rank, held in enumerate(check.held):
         stage = held["coords"]["pp"]
         layers = {n.split(".")[1] for n in held["names"] if n.startswith("layers.")}
