@@ -409,8 +409,7 @@ def test_an_endless_loop_costs_its_tests_not_the_results(course: dict) -> None:
 
 
         def _forever(*args, **kwargs):
-            while True:
-                _time.sleep(0.01)
+            while True: _time.sleep(0.01)  # one line: the stack shows it, wherever it stops
 
 
         all_reduce_by_halves = _forever
@@ -423,7 +422,7 @@ def test_an_endless_loop_costs_its_tests_not_the_results(course: dict) -> None:
     timed_out = [t for t in tests if t["output"].startswith("timed out: ran past 4 s")]
     assert len(timed_out) == 1, [t["output"][:200] for t in tests]
     assert " at minitorch_dist/comm/halves.py:" in timed_out[0]["output"], timed_out[0]["output"]
-    assert "in _forever: _time.sleep(0.01)" in timed_out[0]["output"], "the student's line"
+    assert "in _forever: while True: _time.sleep(0.01)" in timed_out[0]["output"], "their line"
     name = timed_out[0]["name"].split("::")[-1]
     others = [t for t in tests if t is not timed_out[0]]
     assert all(f"not run: lab00.1 timed out in {name}" in t["output"] for t in others), [
