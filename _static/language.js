@@ -13,8 +13,9 @@
     link.textContent = meta.getAttribute("data-label");
     link.title = meta.getAttribute("data-label");
     link.setAttribute("hreflang", meta.getAttribute("data-label") === "English" ? "en" : "zh-CN");
-    var place = document.querySelector(".header-article-items__end") ||
-      document.querySelector(".bd-header-article") || document.body;
+    // first of the page's header buttons (repository, download, full screen, theme)
+    var place = document.querySelector(".article-header-buttons") ||
+      document.querySelector(".header-article-items__end") || document.body;
     place.insertBefore(link, place.firstChild);
   }
   if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", add);

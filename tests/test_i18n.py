@@ -127,6 +127,7 @@ for po in i18n.extract(book):
             m.string = "优化器每个参数占 {glue:text}`bytes_per_param` 字节，含 $x^2$ 与 `predict()`。"
         else:
             m.string = {"Where the memory goes": "显存都去哪儿了", "stage": "阶段",
+                        "The only part": "唯一的部分", "Welcome": "欢迎",
                         "Bytes per rank fall as the ranks grow.": "每个 rank 的字节数随 rank 增多而下降。",
                         }.get(m.id, "译：" + m.id)
     with po.open("wb") as f:
@@ -164,6 +165,8 @@ def test_the_chinese_build_translates_and_executes_nothing_twice(tmp_path: Path)
     assert 'name="mt-lang-switch" content="../page.html"' in zh
     assert 'name="mt-lang-switch" content="zh_CN/page.html"' in en
     assert "No key" not in run.stderr
+    # the sidebar: _toc.yml's caption and "N. title" translated, and the book's title
+    assert "1. 显存都去哪儿了" in zh and "唯一的部分" in zh and "1. Where the memory goes" not in zh
 
 
 # --- the Chinese catalogues themselves ------------------------------------------------------

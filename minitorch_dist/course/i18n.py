@@ -212,6 +212,39 @@ def stats(book: Book = Book(), language: str = LANGUAGE) -> dict[str, tuple[int,
     return out
 
 
+def translated_toc(book: Book = Book(), language: str = LANGUAGE) -> tuple[Path, str]:
+    """``_toc.yml`` with its captions and titles translated, written under ``_build/``, and the
+    book's title translated. Sphinx translates what a page says, but the sidebar shows the
+    titles ``_toc.yml`` gives ("6. ZeRO: ..."): each is its number and the page's heading, so it
+    becomes the number and the heading's translation; captions and the book's title are
+    messages of the root page's catalogue (``intro``)."""
+    import yaml
+
+    toc = yaml.safe_load((book.root / "_toc.yml").read_text())
+    root = translations(toc["root"], book, language)
+    config = yaml.safe_load((book.root / "_config.yml").read_text())
+
+    def entry(item: dict) -> dict:
+        item = dict(item)
+        title = item.get("title")
+        if title and "file" in item:
+            number, _, heading = re.match(r"((\d+)\.\s+)?(.*)", title).group(1, 2, 3)
+            page = translations(item["file"], book, language)
+            item["title"] = (number or "") + page.get(heading, heading)
+        for key in ("parts", "chapters", "sections"):
+            if key in item:
+                item[key] = [entry(x) for x in item[key]]
+        if "caption" in item:
+            item["caption"] = root.get(item["caption"], item["caption"])
+        return item
+
+    out = book.build / language / "_toc.yml"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(yaml.safe_dump(entry(toc), allow_unicode=True, sort_keys=False))
+    title = str(config.get("title", ""))
+    return out, root.get(title, title)
+
+
 def build(book: Book = Book(), language: str = LANGUAGE, *, strict: bool = True) -> Path:
     """Build the translated book into ``_build/html/<language>/`` from the English build's
     executed notebooks; raises if a page would have to execute."""
@@ -224,7 +257,11 @@ def build(book: Book = Book(), language: str = LANGUAGE, *, strict: bool = True)
     # myst-nb writes a page's files beside its output folder (<outdir>/../jupyter_execute), so
     # the translation builds in a folder of its own and is then copied into the English site
     out = book.build / language / "html"
-    code = _sphinx(book, "html", out, _overrides(book, language, "cache"), strict=strict)
+    toc, title = translated_toc(book, language)
+    overrides = {**_overrides(book, language, "cache"), "external_toc_path": str(toc)}
+    if title:
+        overrides["html_title"] = title
+    code = _sphinx(book, "html", out, overrides, strict=strict)
     if code:
         raise RuntimeError(f"the {language} build failed (exit status {code})")
     executed = len(get_cache(str(book.cache)).list_cache_records()) - cached
