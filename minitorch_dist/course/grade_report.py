@@ -4,6 +4,8 @@ line per failure, and Gradescope's results.json (for :mod:`minitorch_dist.course
 A test of task A that fails because another task B is not written yet (B's stub raised
 ``NotImplementedError("labNN.k: ...")``, as the release writes it) is reported as "needs B first",
 not as a failure of A's own: lab06.2's tests need lab06.1's, lab05's tests need lab05.2's wrapper.
+A failure of a multi-rank test ends with the student's line ("(at minitorch_dist/x.py:12 in f)"),
+read from the failing rank's traceback, not the launcher's frames.
 """
 
 from __future__ import annotations
