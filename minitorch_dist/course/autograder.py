@@ -25,7 +25,6 @@ import json
 import os
 import shutil
 import stat
-import subprocess
 import sys
 import tempfile
 import time
@@ -35,6 +34,7 @@ from pathlib import Path
 from . import judge, verify
 from .edition import _SKIP_DIRS, MANIFEST_FILE, _source_files, read_manifest
 from .grade_report import TestResult, gradescope_json, needs_first
+from .graded_tests import collect_graded
 
 __all__ = ["collect_graded", "record_reference", "run", "task_targets", "write_bundle"]
 
@@ -64,47 +64,6 @@ PY="${AUTOGRADER_PYTHON:-$ROOT/venv/bin/python}"
 [ -x "$PY" ] || PY=python3
 cd "$ROOT/source/course" && exec "$PY" -m minitorch_dist.autograder --root "$ROOT"
 """
-
-_COLLECT = """
-import json, sys
-import pytest
-from minitorch_dist.course.grade import lab_files, task_of
-
-class Graded:
-    tests = {}
-    def pytest_collection_finish(self, session):
-        for item in session.items:
-            gpu = any(True for _ in item.iter_markers("gpu"))
-            self.tests[item.nodeid] = {"task": task_of(item), "gpu": gpu}
-
-plugin = Graded()
-files = [str(f) for f in lab_files("tests", sys.argv[1:])] or ["tests"]
-code = pytest.main([*files, "--collect-only", "-q", "-p", "no:cacheprovider", "-o", "addopts=",
-                    "--rootdir", ".", "-m", " or ".join(sys.argv[1:])], plugins=[plugin])
-print("GRADED=" + json.dumps(plugin.tests))
-sys.exit(0 if code == 0 else 1)
-"""
-
-
-def collect_graded(root: str | os.PathLike, labs: list[str]) -> dict[str, dict]:
-    """Each graded test of ``labs`` in the tree at ``root``: nodeid -> its task, whether a GPU."""
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    env["PYTHONPATH"] = str(root)
-    done = subprocess.run(
-        [sys.executable, "-c", _COLLECT, *labs],
-        cwd=root,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    lines = [x for x in done.stdout.splitlines() if x.startswith("GRADED=")]
-    if done.returncode != 0 or not lines:
-        raise ValueError(
-            f"collecting the graded tests of {labs} with {sys.executable} failed:\n"
-            f"{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
-        )
-    return json.loads(lines[-1].removeprefix("GRADED="))
 
 
 def task_targets(root: str | os.PathLike, manifest: dict) -> dict[str, str]:

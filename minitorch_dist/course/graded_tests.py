@@ -1,12 +1,16 @@
 """Which tests are graded, and for which task: the convention of minitorch_dist/course/grade.py's
 docstring (a lab marker and exactly one task marker of that lab), read from collected pytest
-items, and the selection of one task's tests (``grade --task``, ``pytest --task``).
+items, the selection of one task's tests (``grade --task``, ``pytest --task``), and the list of
+a tree's graded tests that the release records and the autograder runs (:func:`collect_graded`).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +20,7 @@ __all__ = [
     "LAB_MARKER",
     "TASK_ID",
     "check_task_ids",
+    "collect_graded",
     "lab_files",
     "lab_of",
     "select_tasks",
@@ -81,3 +86,45 @@ def select_tasks(items: list, config: Any, tasks: list[str]) -> None:
     if dropped:
         config.hook.pytest_deselected(items=dropped)
     items[:] = keep
+
+
+_COLLECT = """
+import json, sys
+import pytest
+from minitorch_dist.course.grade import lab_files, task_of
+
+class Graded:
+    tests = {}
+    def pytest_collection_finish(self, session):
+        for item in session.items:
+            gpu = any(True for _ in item.iter_markers("gpu"))
+            self.tests[item.nodeid] = {"task": task_of(item), "gpu": gpu}
+
+plugin = Graded()
+files = [str(f) for f in lab_files("tests", sys.argv[1:])] or ["tests"]
+code = pytest.main([*files, "--collect-only", "-q", "-p", "no:cacheprovider", "-o", "addopts=",
+                    "--rootdir", ".", "-m", " or ".join(sys.argv[1:])], plugins=[plugin])
+print("GRADED=" + json.dumps(plugin.tests))
+sys.exit(0 if code == 0 else 1)
+"""
+
+
+def collect_graded(root: str | os.PathLike, labs: list[str]) -> dict[str, dict]:
+    """Each graded test of ``labs`` in the tree at ``root``: nodeid -> its task, whether a GPU."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env["PYTHONPATH"] = str(root)
+    done = subprocess.run(
+        [sys.executable, "-c", _COLLECT, *labs],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    lines = [x for x in done.stdout.splitlines() if x.startswith("GRADED=")]
+    if done.returncode != 0 or not lines:
+        raise ValueError(
+            f"collecting the graded tests of {labs} with {sys.executable} failed:\n"
+            f"{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+        )
+    return json.loads(lines[-1].removeprefix("GRADED="))

@@ -48,7 +48,7 @@ def _key(task: str) -> tuple[str, int]:
 
 def points_table(graded: dict[str, dict], in_notebooks: dict[str, str]) -> str:
     """The guide's table, one row per lab, from ``graded`` (nodeid -> {"task", "gpu"}, as
-    :func:`~minitorch_dist.course.autograder.collect_graded` returns) and ``in_notebooks``."""
+    :func:`~minitorch_dist.course.graded_tests.collect_graded` returns) and ``in_notebooks``."""
     points: dict[str, int] = {}
     gpu: dict[str, int] = {}
     for test in graded.values():
@@ -78,7 +78,7 @@ def points_table(graded: dict[str, dict], in_notebooks: dict[str, str]) -> str:
 
 def current_table(root: str | Path) -> str:
     """The table for the instructor's tree at ``root`` (collects every lab's graded tests)."""
-    from .autograder import collect_graded
+    from .graded_tests import collect_graded
 
     labs = sorted(
         {lab for p in Path(root, "tests").rglob("test_*.py") for lab in _LAB.findall(p.read_text())}
