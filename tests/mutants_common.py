@@ -55,6 +55,22 @@ def owner_of(target: str) -> tuple[object, str]:
     return owner, name
 
 
+_SAID = re.compile(r"^E\s+(\S.*)$")  # pytest's lines of an exception (the source has none)
+
+
+def failure_text(result: TestResult) -> str:
+    """What a failed test said: its one-line reason and the exception lines of its traceback
+    (pytest's ``E`` lines), not the test's source, which the traceback also shows: a message
+    written in the test but not raised must not count as naming the mistake."""
+    said = [m.group(1) for m in map(_SAID.match, result.output.splitlines()) if m]
+    return "\n".join([result.reason, *said])
+
+
+def named(results: list[TestResult], message: str) -> list[TestResult]:
+    """The failed results whose failure text matches ``message``."""
+    return [r for r in results if r.status == "failed" and re.search(message, failure_text(r))]
+
+
 def grade_replaced(
     task: str,
     replacements: dict[str, Callable],

@@ -16,7 +16,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import io
-import re
 from collections.abc import Callable
 from pathlib import Path
 
@@ -24,7 +23,7 @@ import pytest
 import torch
 import torch.distributed as dist
 from mutants_classes import MUTANTS_CLASSES
-from mutants_common import Mutant, grade_replaced, owner_of, package_tasks
+from mutants_common import Mutant, grade_replaced, named, owner_of, package_tasks
 from mutants_lab00 import MUTANTS_LAB00
 from mutants_labs01_06 import MUTANTS_LABS01_06
 from mutants_labs07_10 import MUTANTS_LABS07_10
@@ -225,12 +224,12 @@ def test_the_tasks_graded_tests_catch_the_mutant(
     )
     failed = [r for r in results if r.status == "failed"]
     assert failed, f"every graded test of {mutant.task} passes with the mutant {mutant.mistake}"
-    named = [r for r in failed if re.search(mutant.message, r.output)]
-    assert named, (
+    naming = named(failed, mutant.message)
+    assert naming, (
         f"{len(failed)} tests of {mutant.task} fail, none naming the mistake "
         f"({mutant.message!r}); their reasons:\n" + "\n".join(r.reason for r in failed)
     )
-    unnamed = [r.reason for r in failed if mutant.every and not re.search(mutant.message, r.output)]
+    unnamed = [r.reason for r in failed if mutant.every and r not in naming]
     assert not unnamed, f"tests of {mutant.task} fail without naming {mutant.mistake}: {unnamed}"
 
 
