@@ -10,8 +10,10 @@
     var link = document.createElement("a");
     link.className = "mt-lang-switch btn btn-sm";
     link.href = meta.getAttribute("content");
-    link.textContent = meta.getAttribute("data-label");
-    link.title = meta.getAttribute("data-label");
+    // "EN" or "中文": short enough for a phone's header row
+    var label = meta.getAttribute("data-label");
+    link.textContent = label === "English" ? "EN" : label;
+    link.title = label;
     link.setAttribute("hreflang", meta.getAttribute("data-label") === "English" ? "en" : "zh-CN");
     // first of the page's header buttons (repository, download, full screen, theme)
     var place = document.querySelector(".article-header-buttons") ||

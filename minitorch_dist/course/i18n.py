@@ -91,6 +91,7 @@ def _sphinx(book: Book, builder: str, out: Path, overrides: dict[str, Any], *, s
         doctreedir=str(book.build / f".doctrees-{builder}-{language}"),
         warningiserror=strict,
         keep_going=strict,
+        freshenv=True,  # Sphinx does not re-read a page whose catalogue alone changed
         quiet=True,
     )
     if isinstance(result, Exception):

@@ -99,6 +99,9 @@ def book() -> None:
         [str(PY), "-m", "minitorch_dist.course.vendor"]
     )  # the book's own MathJax and widget scripts
     _run([str(BIN / BOOK[0]), *BOOK[1:]], quiet=True)
+    # the Chinese edition (_build/html/zh_CN/) from the same sources and the English build's
+    # executed notebooks: it executes nothing (minitorch_dist/course/i18n.py)
+    _run([str(PY), "-m", "minitorch_dist.course.i18n", "build"], quiet=True)
     if os.environ.get("MINITORCH_DIST_SOLUTIONS") != "show":  # the book shows no solution
         _run([str(PY), "-c", NO_SOLUTIONS])
     # every page in Debian's headless Chromium, offline (minitorch_dist/course/browser_check.py)
