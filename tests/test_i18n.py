@@ -229,3 +229,26 @@ def test_every_glossary_term_is_translated_the_one_way(po: Path) -> None:
                         unintroduced.append(f"{zh} without ({en}) in {m.string[:60]!r}")
     assert not wrong, f"{len(wrong)} glossary terms translated otherwise: {wrong[:8]}"
     assert not unintroduced, f"first uses without the English term: {unintroduced[:8]}"
+
+
+@pytest.mark.course
+def test_a_chinese_edition_has_chinese_labs_with_the_same_code(tmp_path: Path) -> None:
+    """`release --lang zh_CN`: each lab's text translated, its code cells (stubbed as in the
+    English edition) the same, so the same graded tests grade it."""
+    import nbformat
+
+    from minitorch_dist.course.release import make_release
+
+    root = Path(__file__).parents[1]
+    make_release(root, tmp_path / "en", labs=["lab00"], commit=False)
+    make_release(root, tmp_path / "zh", labs=["lab00"], commit=False, lang="zh_CN")
+    lab = "labs/lab00_hello_ranks.ipynb"
+    en = nbformat.read(tmp_path / "en" / lab, as_version=4)
+    zh = nbformat.read(tmp_path / "zh" / lab, as_version=4)
+    code = [[c.source for c in nb.cells if c.cell_type == "code"] for nb in (en, zh)]
+    assert code[0] == code[1]
+    text = "\n".join(c.source for c in zh.cells if c.cell_type == "markdown")
+    assert "# 实验 0：你好，rank" in text and "Hello, ranks" not in text
+    assert "](../chapters/00_how_to_run.md)" in text  # links as deep as the English lab's
+    tests = sorted(p.name for p in (tmp_path / "zh" / "tests").glob("test_*.py"))
+    assert tests == sorted(p.name for p in (tmp_path / "en" / "tests").glob("test_*.py"))

@@ -308,7 +308,7 @@ def translate_markdown(text: str, translations: dict[str, str]) -> tuple[str, in
     return text, count
 
 
-def lab_twin(lab: Path, language: str = LANGUAGE) -> tuple[Any, int, int]:
+def lab_twin(lab: Path, language: str = LANGUAGE, *, deeper: bool = True) -> tuple[Any, int, int]:
     """The lab notebook with its Markdown cells translated; its code cells, outputs and metadata
     are the English lab's. Returns the notebook, the messages replaced and the messages known."""
     import nbformat
@@ -319,7 +319,8 @@ def lab_twin(lab: Path, language: str = LANGUAGE) -> tuple[Any, int, int]:
     for cell in nb.cells:
         if cell.cell_type == "markdown":
             text, n = translate_markdown(cell.source, known)
-            cell.source = text.replace("](../", "](../../")  # one folder deeper
+            # a twin in labs/<language>/ is one folder deeper than its lab
+            cell.source = text.replace("](../", "](../../") if deeper else text
             replaced += n
     nb.metadata["language_info_book"] = language
     return nb, replaced, sum(1 for k, v in known.items() if k != v)

@@ -102,6 +102,7 @@ def make_release(
     repo: str | None = None,
     autograder: str | os.PathLike | None = None,
     commit: bool = True,
+    lang: str | None = None,
 ) -> dict:
     """Write the student edition of the repository at ``root`` into ``dest``.
 
@@ -110,6 +111,9 @@ def make_release(
     code. ``repo``: the edition's repository URL (https, ssh or file), written wherever the
     source's URL appears and set as the edition's ``origin``. ``commit``: make ``dest`` a git
     repository with one commit. ``autograder``: also write Gradescope's bundle to that zip.
+    ``lang`` (``"zh_CN"``): the labs' text in that language, from its catalogues
+    (:func:`minitorch_dist.course.i18n.lab_twin`); code, task ids, stubs' and graders'
+    messages stay as they are.
     """
     keep = _keep_rule(labs)
     source_repo = repository_url(root)  # the address the source's files name
@@ -129,7 +133,7 @@ def make_release(
         shutil.rmtree(dest)
     zip_existed = autograder is not None and Path(autograder).exists()
     try:
-        return _write_release(root, dest, keep, labs, repo, source_repo, autograder, commit)
+        return _write_release(root, dest, keep, labs, repo, source_repo, autograder, commit, lang)
     except BaseException:  # a failed release leaves nothing behind
         shutil.rmtree(dest, ignore_errors=True)
         if autograder is not None and not zip_existed:
@@ -146,6 +150,7 @@ def _write_release(
     source_repo: str,
     autograder: str | os.PathLike | None,
     commit: bool,
+    lang: str | None = None,
 ) -> dict:
     counts: dict[str, int] = {}
     files_of: dict[str, set[str]] = {}  # task -> package files holding its stub
@@ -158,6 +163,8 @@ def _write_release(
         target = dest / rel
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(src, target)
+        if lang and rel.parent.as_posix() == "labs" and rel.suffix == ".ipynb":
+            _translate_lab(src, target, lang)
         if repo is not None and target.suffix in _TEXT_SUFFIXES and src != _THIS:
             text = target.read_text()
             if source_repo in text:
@@ -192,6 +199,18 @@ def _write_release(
     return dict(sorted(counts.items()))
 
 
+def _translate_lab(src: Path, target: Path, lang: str) -> None:
+    """The lab's twin in ``lang`` (Markdown translated, code as it is) in place of the lab."""
+    import nbformat
+
+    from .i18n import lab_twin
+
+    if not (src.parents[1] / "locales" / lang).is_dir():
+        raise ValueError(f"lang={lang!r}: no catalogues in locales/{lang}/")
+    nb, _, _ = lab_twin(src, lang, deeper=False)  # an untranslated message stays English
+    nbformat.write(nb, target)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("dest", help="folder to write the student edition into")
@@ -206,6 +225,9 @@ def main(argv: list[str] | None = None) -> int:
         "--repo", help="the edition's repository URL: https, ssh or file (install cells, origin)"
     )
     parser.add_argument("--autograder", help="also write Gradescope's autograder zip here")
+    parser.add_argument(
+        "--lang", help="the labs' text in this language, e.g. zh_CN (code and messages unchanged)"
+    )
     args = parser.parse_args(argv)
     labs = [lab.strip() for lab in args.labs.split(",")] if args.labs else None
     try:
@@ -216,6 +238,7 @@ def main(argv: list[str] | None = None) -> int:
             labs=labs,
             repo=args.repo,
             autograder=args.autograder,
+            lang=args.lang,
         )
     except (ValueError, SolutionBlockError) as e:
         print(f"error: {e}", file=sys.stderr)
