@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from minitorch_dist.course.i18n import is_code_only, merge, translate_markdown
+from minitorch_dist.course.catalogues import is_code_only, merge, translate_markdown
 from minitorch_dist.course.i18n_book import page_glue, switch_target
 
 FIXTURE = Path(__file__).parent / "fixtures" / "i18n_book"
@@ -195,7 +195,7 @@ def _page(po: Path) -> str:
 
 @pytest.mark.parametrize("po", CATALOGUES, ids=_page)
 def test_every_translation_keeps_the_markup_of_its_english(po: Path) -> None:
-    from minitorch_dist.course.i18n import check_translation
+    from minitorch_dist.course.catalogues import check_translation
 
     bad = [(m.id[:70], why) for m in _messages(po) if (why := check_translation(m.id, m.string))]
     assert not bad, f"{len(bad)} translations lose code, math, roles or link targets: {bad[:5]}"
@@ -208,7 +208,7 @@ def test_every_glossary_term_is_translated_the_one_way(po: Path) -> None:
     the English beside it, in parentheses."""
     import re
 
-    from minitorch_dist.course.i18n import _MARKUP
+    from minitorch_dist.course.catalogues import _MARKUP
 
     terms = [(en, zh) for en, zh in _glossary() if en != zh]
     introduced: set[str] = set()

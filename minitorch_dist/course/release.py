@@ -203,7 +203,7 @@ def _translate_lab(src: Path, target: Path, lang: str) -> None:
     """The lab's twin in ``lang`` (Markdown translated, code as it is) in place of the lab."""
     import nbformat
 
-    from .i18n import lab_twin
+    from .catalogues import lab_twin
 
     if not (src.parents[1] / "locales" / lang).is_dir():
         raise ValueError(f"lang={lang!r}: no catalogues in locales/{lang}/")
