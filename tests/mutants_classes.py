@@ -545,7 +545,7 @@ MUTANTS_CLASSES: list[Mutant] = [
         "states-on-the-device",
         "minitorch_dist.zero.offload:CpuOffloadAdam.__init__",
         _offload_init_on_device,
-        r"optimizer bytes: with offload",
+        r"optimizer bytes: with offload|more than one fp32 master, m and v",
     ),
     Mutant(
         "lab10.3",
