@@ -97,6 +97,15 @@ def test_a_lab_twin_translates_whole_blocks_only() -> None:
     assert count == 5
 
 
+def test_a_roles_title_is_translated_its_target_kept() -> None:
+    from minitorch_dist.course.catalogues import check_translation
+
+    english = "See the {doc}`instructors' guide <../instructors>` and `make`."
+    assert check_translation(english, "见{doc}`教师指南 <../instructors>`与 `make`。") is None
+    assert check_translation(english, "见{doc}`教师指南 <../other>`与 `make`。")
+    assert check_translation(english, "见{doc}`教师指南 <../instructors>`与 make。")
+
+
 @pytest.mark.parametrize(
     "page, language, target",
     [
@@ -252,3 +261,27 @@ def test_a_chinese_edition_has_chinese_labs_with_the_same_code(tmp_path: Path) -
     assert "](../chapters/00_how_to_run.md)" in text  # links as deep as the English lab's
     tests = sorted(p.name for p in (tmp_path / "zh" / "tests").glob("test_*.py"))
     assert tests == sorted(p.name for p in (tmp_path / "en" / "tests").glob("test_*.py"))
+
+
+LABS = sorted((Path(__file__).parents[1] / "labs").glob("lab*.ipynb"))
+
+
+@pytest.mark.parametrize("lab", LABS, ids=lambda p: p.stem)
+def test_each_labs_chinese_twin_is_current(lab: Path) -> None:
+    """labs/zh_CN/<lab> is the lab with its Markdown translated from the catalogue and its code
+    cells and outputs the lab's own (`python -m minitorch_dist.course.i18n twins` writes them;
+    make test's nbval runs them too)."""
+    import nbformat
+
+    from minitorch_dist.course.catalogues import lab_twin
+
+    twin = lab.parent / "zh_CN" / lab.name
+    assert twin.exists(), f"{twin.name}: run python -m minitorch_dist.course.i18n twins"
+    want, _, _ = lab_twin(lab)
+    have = nbformat.read(twin, as_version=4)
+    assert [(c.cell_type, c.source) for c in have.cells] == [
+        (c.cell_type, c.source) for c in want.cells
+    ], f"{twin} is stale: run python -m minitorch_dist.course.i18n twins"
+    for mine, theirs in zip(have.cells, want.cells):
+        if mine.cell_type == "code":
+            assert mine.outputs == theirs.outputs, f"{twin} has other outputs than its lab"
