@@ -285,3 +285,35 @@ def test_each_labs_chinese_twin_is_current(lab: Path) -> None:
     for mine, theirs in zip(have.cells, want.cells):
         if mine.cell_type == "code":
             assert mine.outputs == theirs.outputs, f"{twin} has other outputs than its lab"
+
+
+def test_a_translated_widget_shows_its_catalogues_words_and_the_check_expects_them() -> None:
+    """The zh_CN build writes each live widget's labels, yes/no and status line from
+    widgets.po; the browser check compares a Chinese page's controls with those words."""
+    import re
+
+    from minitorch_dist.course.browser_check_labels import control_failures
+    from minitorch_dist.course.catalogues import widget_messages
+    from minitorch_dist.course.i18n_book import translate_widget
+    from minitorch_dist.viz.live import controls
+    from minitorch_dist.viz.live_html import live_html
+
+    words = {m: f"译{i}" for i, m in enumerate(widget_messages())}
+    html = translate_widget(live_html("predictor"), words)
+    want = {k: (words[label], *rest) for k, (label, *rest) in controls("predictor").items()}
+    seen = []
+    for label, name, options in re.findall(
+        r'min-width:9em">([^<]*)</span><select data-control="(\w+)">(.*?)</select>', html
+    ):
+        opts = re.findall(r'<option value="([^"]*)"[^>]*>([^<]*)</option>', options)
+        seen.append(
+            {
+                "control": name,
+                "label": label,
+                "options": [(v.replace("&quot;", '"'), t) for v, t in opts],
+            }
+        )
+    yes_no = (words["yes"], words["no"])
+    assert control_failures(seen, want, yes_no) == []
+    assert control_failures(seen, controls("predictor")), "English labels must not pass"
+    assert words[widget_messages()[-1]] in html  # the status line

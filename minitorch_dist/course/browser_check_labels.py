@@ -18,12 +18,13 @@ from typing import Any
 __all__ = ["CONTROLS_JS", "control_failures", "shows", "text_of"]
 
 
-def shows(value: Any, text: str) -> bool:
-    """Does an option's ``text`` show its ``value``? A bool as "yes"/"no" (only a bool: 1 is not
-    "yes"), a number as itself (thousands separators allowed), a string as itself."""
+def shows(value: Any, text: str, yes_no: tuple[str, str] = ("yes", "no")) -> bool:
+    """Does an option's ``text`` show its ``value``? A bool as "yes"/"no" (``yes_no`` in a
+    translated page; only a bool: 1 is not "yes"), a number as itself (thousands separators
+    allowed), a string as itself."""
     text = " ".join(text.split())
     if type(value) is bool:
-        return text == ("yes" if value else "no")
+        return text == (yes_no[0] if value else yes_no[1])
     if type(value) in (int, float):
         return re.sub(r"(?<=\d)[,\u202f\u00a0 ](?=\d{3})", "", text) == str(value)
     return text == str(value)
@@ -59,9 +60,12 @@ CONTROLS_JS = """els => els.map(s => {
 })"""
 
 
-def control_failures(seen: list[dict[str, Any]], want: dict[str, tuple]) -> list[str]:
+def control_failures(
+    seen: list[dict[str, Any]], want: dict[str, tuple], yes_no: tuple[str, str] = ("yes", "no")
+) -> list[str]:
     """``seen`` (what ``CONTROLS_JS`` returns) against ``want`` (name -> (label, choices,
-    default), :func:`minitorch_dist.viz.live.controls`): one message per control that differs."""
+    default), :func:`minitorch_dist.viz.live.controls`, its labels translated on a translated
+    page): one message per control that differs."""
     names = [c["control"] for c in seen]
     if names != list(want):
         return [f"shows the controls {names}, Python's are {list(want)}"]
@@ -81,7 +85,7 @@ def control_failures(seen: list[dict[str, Any]], want: dict[str, tuple]) -> list
         wrong = [
             f"{v!r} shows {t.strip()!r}"
             for v, (_, t) in zip(values, c["options"])
-            if not shows(v, t)
+            if not shows(v, t, yes_no)
         ]
         if wrong:
             fails.append(

@@ -35,6 +35,7 @@ from minitorch_dist.course.browser_check_labels import (
     control_failures,
     text_of,
 )
+from minitorch_dist.course.catalogues import widget_translations
 
 Live = Callable[[str, dict[str, Any]], dict[str, Any]]
 Controls = Callable[[str], dict[str, tuple[str, tuple[Any, ...], Any]]]  # name -> label, choices
@@ -93,7 +94,13 @@ def label_failures(box, name: str, ref: Reference | None) -> list[str]:
     except Exception as e:  # the checker's own Python refusing is a failure too
         return [f"{name}: controls() raised {e!r}"]
     seen = box.locator("select[data-control]").evaluate_all(CONTROLS_JS)
-    return [f"{name}: {fail}" for fail in control_failures(seen, want)]
+    # a page of a translation (<html lang="zh-CN">) shows the labels of its widgets catalogue
+    language = box.evaluate("b => document.documentElement.lang || ''").replace("-", "_")
+    words = widget_translations(language) if language and language != "en" else {}
+    if words:
+        want = {k: (words.get(label, label), *rest) for k, (label, *rest) in want.items()}
+    yes_no = (words.get("yes", "yes"), words.get("no", "no"))
+    return [f"{name}: {fail}" for fail in control_failures(seen, want, yes_no)]
 
 
 def same(a: Any, b: Any) -> bool:

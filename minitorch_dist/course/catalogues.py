@@ -221,3 +221,21 @@ def fill(page: str, translations: dict[str, str], book: Book = BOOK) -> tuple[in
             sort_output=False,
         )
     return written, problems
+
+
+WIDGETS = "widgets"  # the live widgets' catalogue: locales/<language>/LC_MESSAGES/widgets.po
+
+
+def widget_messages() -> list[str]:
+    """What the live widgets say in words of their own: each control's label, the yes/no of a
+    yes/no control and the line under the controls (their answers are program output)."""
+    from minitorch_dist.viz.live import KINDS, controls
+    from minitorch_dist.viz.live_html import STATUS
+
+    labels = [label for kind in KINDS for label, _, _ in controls(kind).values()]
+    return list(dict.fromkeys([*labels, "yes", "no", STATUS]))
+
+
+def widget_translations(language: str = LANGUAGE, book: Book = BOOK) -> dict[str, str]:
+    """The widgets' words in ``language`` (English word -> translation; {} for none)."""
+    return translations(WIDGETS, book, language)

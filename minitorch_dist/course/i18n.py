@@ -30,7 +30,19 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .catalogues import BOOK, LANGUAGE, ROOT, Book, fill, merge, stats, translations, write_twins
+from .catalogues import (
+    BOOK,
+    LANGUAGE,
+    ROOT,
+    WIDGETS,
+    Book,
+    fill,
+    merge,
+    stats,
+    translations,
+    widget_messages,
+    write_twins,
+)
 
 
 def _overrides(book: Book, language: str | None, mode: str) -> dict[str, Any]:
@@ -129,6 +141,25 @@ def extract(book: Book = BOOK, *, outputs: bool = True) -> list[Path]:
                 sort_output=False,
             )
         written.append(po)
+    from babel.messages.catalog import Catalog
+
+    template = Catalog()
+    for message in widget_messages():
+        template.add(message, auto_comments=["a live widget's label (minitorch_dist.viz)"])
+    po = book.catalogue(WIDGETS)
+    catalog = merge(template, po)
+    with po.open("wb") as f:
+        write_po(
+            f,
+            catalog,
+            width=0,
+            omit_header=True,
+            ignore_obsolete=True,
+            include_previous=True,
+            include_lineno=False,
+            sort_output=False,
+        )
+    written.append(po)
     return written
 
 

@@ -28,6 +28,7 @@ from __future__ import annotations
 import os
 import re
 import uuid
+from pathlib import Path
 from typing import Any
 
 #: The edition's languages: the English source, and each translation's folder under the
@@ -106,6 +107,38 @@ def _translate_alt(app: Any, doctree: Any) -> None:
         alt = image.get("alt", "")
         if alt:
             image["alt"] = catalog.gettext(alt)
+
+
+def translate_widget(html: str, words: dict[str, str]) -> str:
+    """A live widget's HTML (:func:`minitorch_dist.viz.live_html.live_html`) with its words in
+    another language: each control's label, the yes/no of a yes/no control and the line under
+    the controls. Its answer is program output and stays as Python printed it."""
+    import html as html_lib
+
+    def word(m: re.Match) -> str:
+        english = html_lib.unescape(m.group(2))
+        return m.group(1) + html_lib.escape(words.get(english, english), quote=False) + m.group(3)
+
+    html = re.sub(
+        r"(<span style=\"display:inline-block;min-width:9em\">)([^<]*)(</span>)", word, html
+    )
+    html = re.sub(r"(<option [^>]*>)(yes|no)(</option>)", word, html)
+    return re.sub(r"(<p class=\"live-status\"[^>]*>)([^<]*)(</p>)", word, html)
+
+
+def _translate_widgets(app: Any, doctree: Any) -> None:
+    """A translated page's live widgets speak its language (see :func:`translate_widget`)."""
+    if app.config.language in (None, SOURCE_LANGUAGE) or app.builder.name == "gettext":
+        return
+    from docutils import nodes
+
+    from minitorch_dist.course.catalogues import Book, widget_translations
+
+    words = widget_translations(app.config.language, Book(Path(app.srcdir)))
+    for raw in doctree.findall(nodes.raw):
+        if words and 'class="live-widget"' in raw.astext():
+            text = translate_widget(raw.astext(), words)
+            raw.children = [nodes.Text(text)]
 
 
 def _patch_msgstr_parsing() -> None:
@@ -196,5 +229,6 @@ def setup(app: Any) -> dict[str, Any]:
     _patch_msgstr_parsing()  # only translated paragraphs pass through it
     _record_notebook_metadata(app)
     app.connect("doctree-read", _translate_alt, priority=900)  # after book_outputs (500)
+    app.connect("doctree-read", _translate_widgets)
     app.connect("html-page-context", _language_switch)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

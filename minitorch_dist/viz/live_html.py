@@ -98,6 +98,13 @@ def render_live(result: dict[str, Any]) -> str:
     return "".join(parts)
 
 
+#: What a live widget says under its controls until Python has started in the page.
+STATUS = (
+    "Python (Pyodide) starts when this comes into view; until then it shows the answer "
+    "computed when the book was built."
+)
+
+
 def live_html(kind: str, **initial: Any) -> str:
     """The live widget ``kind`` as one block of HTML, answered for ``initial`` (control name ->
     value; the others at their defaults) at build time. ValueError for a bad control or value."""
@@ -116,10 +123,7 @@ def live_html(kind: str, **initial: Any) -> str:
             f'<span style="display:inline-block;min-width:9em">{_esc(label)}</span>'
             f'<select data-control="{name}">{opts}</select></label>'
         )
-    status = (
-        "Python (Pyodide) starts when this comes into view; until then it shows the answer "
-        "computed when the book was built."
-    )
+    status = STATUS
     return (
         f'<div class="live-widget" data-live="{kind}" data-state="static" '
         f'data-inputs="{_esc(json.dumps(values))}" data-result="{_esc(json.dumps(result))}">'
