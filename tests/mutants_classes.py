@@ -594,7 +594,7 @@ MUTANTS_CLASSES: list[Mutant] = [
         "positions-of-the-shard",
         "minitorch_dist.context_parallel.layout:shard_positions",
         _positions_local,
-        r"the shard's own places 0..s/cp - 1|places in the whole sequence",
+        r"not the shard's own places 0..s/cp - 1",
     ),
     Mutant(
         "lab09.2",

@@ -344,7 +344,7 @@ MUTANTS_LABS01_06: list[Mutant] = [
         "blocks-without-transpose",
         "minitorch_dist.precision.fp8:quantize_blockwise",
         _quantize_blockwise_no_transpose,
-        r"not the amax of its own",
+        r"not the amax of its own|tiles cut along the wrong axes",
     ),
     Mutant(
         "lab03.1",

@@ -440,17 +440,18 @@ def test_zigzag_shard_holds_half_chunks_r_and_2cp_minus_1_minus_r(cp):
             f"{mine.tolist()}"
         )
         positions = shard_positions(s, r, cp, layout="zigzag")
+        contiguous = torch.equal(positions, torch.arange(s).chunk(cp)[r])
+        local = torch.equal(positions, torch.arange(s // cp))
+        hint = (
+            ": the contiguous layout's; a token keeps its place in the whole sequence (half-chunks"
+            " r and 2cp - 1 - r)"
+            if contiguous
+            else ""
+        )
+        if local:  # on rank 0 the contiguous layout's too
+            hint += (", " if hint else ": ") + "not the shard's own places 0..s/cp - 1"
         assert torch.equal(positions, want[0] // 10), (
-            f"rank {r}'s positions {positions.tolist()}"
-            + (
-                ": the contiguous layout's; a token keeps its place in the whole sequence (half-chunks"
-                " r and 2cp - 1 - r)"
-                if torch.equal(positions, torch.arange(s).chunk(cp)[r])
-                else ": the shard's own places 0..s/cp - 1; a token keeps its place in the whole "
-                "sequence"
-                if torch.equal(positions, torch.arange(s // cp))
-                else ""
-            )
+            f"rank {r}'s positions {positions.tolist()}{hint}"
         )
         shards.append(mine)
     assert torch.equal(unshard_sequence(shards, layout="zigzag", dim=1), tokens)

@@ -96,7 +96,18 @@ def test_blockwise_is_per_tensor_applied_to_every_block(block: tuple, shape: tup
                 "one scale per row",
             )
             got = q[i * r : (i + 1) * r, j * c : (j + 1) * c].float()
-            torch.testing.assert_close(got, want_q.float(), rtol=2**-7, atol=0)
+            torch.testing.assert_close(
+                got,
+                want_q.float(),
+                rtol=2**-7,
+                atol=0,
+                msg=lambda m, i=i, j=j: (
+                    f"q's ({r}, {c}) tile [{i}, {j}] is not that tile divided by its own scale "
+                    "and cast: tiles cut along the wrong axes (a reshape to (m/r, r, n/c, c) "
+                    "needs no transpose; (m/r, n/c, r, c) does), or a tile divided by another "
+                    f"tile's scale ({m})"
+                ),
+            )
     x_hat = dequantize_blockwise(q, scales, block)
     assert relative_error(x_hat, x, None) < 0.05
 
