@@ -61,6 +61,7 @@ KNOWN: dict[tuple[str, str], str] = {
     ("lab01.5", "labs/lab01_where_the_memory_goes.ipynb"): (
         "the check evaluates predict at the student's answer and the next size; it does not search"
     ),
+    ("lab01.5", "labs/zh_CN/lab01_where_the_memory_goes.ipynb"): "the Chinese twin's same check",
     ("lab03.2", "minitorch_dist/precision/fp8.py"): "a loop over model.named_modules()",
     ("lab03.2", "minitorch_dist/recompute/op_level.py"): "a loop over model.named_modules()",
     ("lab04.1", "tests/test_recompute_op_level.py"): "loss.backward(); losses.append(...)",
