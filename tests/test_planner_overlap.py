@@ -151,7 +151,9 @@ def test_every_term_says_whether_it_is_exposed_and_why() -> None:
             assert term.seconds == getattr(t, term.name) and term.why
             if term.name in ("tp", "cp", "pp", "dp"):
                 assert math.isclose(term.seconds + term.hidden, getattr(off, term.name))
-        assert len(t.explain().splitlines()) == len(names)
+        lines = t.explain().splitlines()
+        assert all(len(line) <= 88 for line in lines)
+        assert [line.split()[0] for line in lines if not line.startswith(" ")] == names
         if overlap is False:
             assert all(not x.hidden for x in t.terms)
             assert all(x.why.startswith(("exposed", "no ")) for x in t.terms[1:5])

@@ -110,9 +110,9 @@ class StepTime:
     dp_param: float = 0.0  # the part of dp that gathers parameters before a forward (ZeRO-1-3)
     terms: tuple[Term, ...] = ()  # each part: exposed seconds, hidden seconds, why
 
-    def explain(self) -> str:
-        """One line per term of the step: exposed seconds, hidden seconds, and why."""
-        return explain(self.terms)
+    def explain(self, width: int = 88) -> str:
+        """Each term of the step: exposed seconds, hidden seconds, and why (``width`` wide)."""
+        return explain(self.terms, width)
 
 
 def _stage_layers(model, config: ParallelConfig) -> tuple[int, int]:  # noqa: ANN001

@@ -40,6 +40,7 @@ of the memory bandwidth: real gains are smaller, chapter 7). Arithmetic only (no
 
 from __future__ import annotations
 
+import textwrap
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -98,12 +99,13 @@ class Term(NamedTuple):
     why: str
 
 
-def explain(terms: tuple[Term, ...]) -> str:
-    """One line per term: its exposed seconds, the seconds hidden, and why."""
+def explain(terms: tuple[Term, ...], width: int = 88) -> str:
+    """Each term: its exposed seconds, the seconds hidden, and why, wrapped to ``width``."""
     lines = []
     for t in terms:
         hidden = f" (+{t.hidden:.3f} s hidden)" if t.hidden else ""
-        lines.append(f"{t.name:<8} {t.seconds:8.3f} s{hidden}: {t.why}")
+        text = f"{t.name:<8} {t.seconds:7.3f} s{hidden}: {t.why}"
+        lines += textwrap.wrap(text, width, subsequent_indent=" " * 9)
     return "\n".join(lines)
 
 
