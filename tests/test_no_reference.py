@@ -90,15 +90,14 @@ KNOWN: dict[tuple[str, str], str] = {
     ("lab10.4", "minitorch_dist/expert_parallel/layer.py"): (
         "the capacity path (buffers of C rows, not lab10.4's sort) ends with the same combine"
     ),
-}
-# (task, file): found, judged to hand out part of an answer, not fixed yet (reported as xfail)
-OPEN: dict[tuple[str, str], str] = {
     ("lab12.1", "minitorch_dist/planner/roofline.py"): (
-        "the roofline loops over the same axes and data-parallel groups with their sizes as "
-        "step_time's communication (c.shard, c.expert_shard, c.replicas): which group each "
-        "exchange runs over is part of lab12.1's answer"
+        "the roofline names the group each exchange runs over (tp, cp, ep, pp; dp over "
+        "ParallelConfig.shard, whose docstring and chapter 12 say dp x cp): none of step_time's "
+        "formulas (link time with latency, ring passes, the bubble, the compute) is in it"
     ),
 }
+# (task, file): found, judged to hand out part of an answer, not fixed yet (reported as xfail)
+OPEN: dict[tuple[str, str], str] = {}
 
 
 def _strip_comment(line: str) -> str:
