@@ -14,9 +14,14 @@ of it, so nothing else changes):
     step:              Adam on the shards; nothing to gather (the next forward does it)
 
 Per unit and step: two all-gathers and one reduce-scatter of the unit, 3 Psi in all, 1.5 times
-data parallelism (section 7.2.2). To hide them, the next unit's all-gather is started before the
-current unit computes (``prefetch``): a gather of 4 S_u N bytes takes as long as it takes, while
-the unit's compute grows with the micro-batch, so small micro-batches leave the gathers exposed.
+data parallelism (section 7.2.2). That is one resharding policy, FSDP2's default; with
+``reshard_after_forward=False`` (FSDP2's name) the post-hook keeps ``full`` and backward's
+gather finds it there: one all-gather per unit and micro-batch, 2 Psi, at the cost of every
+unit's whole parameters held from its forward to its backward.
+
+To hide the gathers, the next unit's all-gather is started before the current unit computes
+(``prefetch``): a gather of 4 S_u N bytes takes as long as it takes, while the unit's compute
+grows with the micro-batch, so small micro-batches leave the gathers exposed.
 PyTorch FSDP does the same per wrapped module (Zhao et al. 2023, section 3).
 
 Prefetching follows the order the units ran in during the previous forward pass (at the first,
@@ -50,7 +55,9 @@ FREE, GATHERING, GATHERED = "free", "gathering", "gathered"  # states of a unit'
 
 class ZeroStage3(UnitwiseGradients, WholeModelStateDict, ZeroOptimizer):
     """ZeRO stage 3: parameters, gradients and optimizer states all sharded; ``prefetch=True``
-    starts the next unit's all-gather before the current unit computes.
+    starts the next unit's all-gather before the current unit computes;
+    ``reshard_after_forward=False`` keeps each unit gathered from its forward until its
+    gradients are reduced (no second all-gather in backward; FSDP2's keyword).
 
     Between steps the model's parameters are views of empty buffers: read them (to save a
     checkpoint, to compare) inside ``with opt.gathered():``, or with ``opt.full_parameters()``;
@@ -65,9 +72,11 @@ class ZeroStage3(UnitwiseGradients, WholeModelStateDict, ZeroOptimizer):
         optimizer_class: type[torch.optim.Optimizer] = torch.optim.Adam,
         *,
         prefetch: bool = True,
+        reshard_after_forward: bool = True,
         **kwargs: Any,
     ) -> None:
         self.prefetch = check_bool("prefetch", prefetch)
+        self.reshard_after_forward = check_bool("reshard_after_forward", reshard_after_forward)
         if not isinstance(model, nn.Module):
             raise ValueError("ZeRO-3's hooks gather a module's parameters: pass the model")
         super().__init__(model, optimizer_class, **kwargs)
@@ -153,7 +162,8 @@ class ZeroStage3(UnitwiseGradients, WholeModelStateDict, ZeroOptimizer):
         if self._in_backward:  # recomputed inside backward: its backward comes right after
             return
         # BEGIN SOLUTION lab06.3: free the unit; make backward call _pre_backward before its grads
-        self._free(unit)
+        if self.reshard_after_forward or not torch.is_grad_enabled():
+            self._free(unit)  # else kept for backward, whose gather then finds it gathered
         outs = [t for t in tree_leaves(output) if isinstance(t, torch.Tensor) and t.requires_grad]
         if outs and torch.is_grad_enabled():
             hook = functools.partial(self._pre_backward, unit)
@@ -205,8 +215,10 @@ class ZeroStage3(UnitwiseGradients, WholeModelStateDict, ZeroOptimizer):
         return [u.full for u in self.units] + [u.shard for u in self.units]
 
     def comm_payloads(self) -> dict[str, int]:
-        """A reduce-scatter of every unit and two all-gathers (forward and backward)."""
-        return {"reduce_scatter": self._unit_bytes(), "all_gather": 2 * self._unit_bytes()}
+        """A reduce-scatter of every unit and two all-gathers (forward and backward; one
+        with ``reshard_after_forward=False``)."""
+        gathers = 2 if self.reshard_after_forward else 1
+        return {"reduce_scatter": self._unit_bytes(), "all_gather": gathers * self._unit_bytes()}
 
     @contextlib.contextmanager
     def gathered(self) -> Iterator[None]:

@@ -133,6 +133,7 @@ def apply_zero3(
     units: Sequence[nn.Module] | Callable[[nn.Module], Sequence[nn.Module]] | None = None,
     mp_policy: MixedPrecision | None = None,
     prefetch: bool = True,
+    reshard_after_forward: bool = True,
     ignored_params: Iterable[nn.Parameter] | None = None,
     sync_params: bool | None = False,
 ) -> nn.Module:
@@ -140,7 +141,8 @@ def apply_zero3(
     ``sync_params``) over the ranks, ZeRO-3 style, in place; returns it. ``units``: the modules
     gathered one at a time (default: every block,
     :func:`~minitorch_dist.zero.sharding.default_unit_modules`); ``ignored_params`` stay whole
-    and replicated. Build the optimizer after, over ``model.parameters()`` (or param groups of
+    and replicated; ``prefetch`` and ``reshard_after_forward`` are
+    :class:`~minitorch_dist.zero.stage3.ZeroStage3`'s. Build the optimizer after, over ``model.parameters()`` (or param groups of
     ``model.named_parameters()``). The model's parameters must be fp32 (or of one float dtype)
     on one device; with ``mp_policy`` the compute runs in its ``param_dtype``."""
     if isinstance(model, Zero3Module):
@@ -162,6 +164,7 @@ def apply_zero3(
         group=group,
         units=units,
         prefetch=prefetch,
+        reshard_after_forward=reshard_after_forward,
         param_groups=[{"params": sharded}],
         sync_params=sync_params,
     )
