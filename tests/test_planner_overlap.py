@@ -264,3 +264,16 @@ def test_zero_over_dp_only_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
     for check in checks:
         with pytest.raises(AssertionError):
             check()
+
+
+@pytest.mark.parametrize("zero", [1, 2])
+def test_zero12_first_parameter_gather_stays_exposed(zero: int) -> None:
+    """Catches the next step's parameter all-gather hidden whole: the first layer waits for its
+    gather (Megatron-LM dispatches it in that layer's forward pre-hook), so at least one layer's
+    share of it stays on the critical path however long the forward is."""
+    c = ParallelConfig(dp=8, tp=8, zero=zero, micro_batch=16)  # one micro-batch: long windows
+    off = step_time(L8, CLUSTER, c, **KW)
+    on = step_time(L8, CLUSTER, c, **KW, overlap=Overlap(**{**ONLY, "dp": True}))
+    assert off.dp_param > 0
+    assert on.dp >= off.dp_param / L8.llama.layers * (1 - 1e-9)
+    assert "first gather exposed" in next(t.why for t in on.terms if t.name == "dp")

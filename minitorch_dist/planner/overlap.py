@@ -10,7 +10,8 @@ takes off what a framework can hide and says why for each term (:class:`Term`). 
   are reduced once per step (ZeRO-0/1, ZeRO-3 ``after_step_no_sync``), under every one,
   ``beta t_c``, where they are reduce-scattered every micro-batch. A parameter all-gather of
   ZeRO-1/2 can start only after the optimizer step, so it hides under the next step's first
-  forward, ``(1 - beta) t_c / m`` (Megatron-LM's ``--overlap-param-gather``); ZeRO-3's forward
+  forward, ``(1 - beta) t_c / m`` (Megatron-LM's ``--overlap-param-gather``), all but the first
+  layer's gather, which the first layer waits for; ZeRO-3's forward
   gathers are prefetched under the forwards that gather (all ``m``, or the first one when the
   policy keeps the parameters across micro-batches), except the step's first gather, one layer's,
   which nothing runs before. HSDP's replica all-reduce hides under the last backward (deferred)
@@ -202,8 +203,10 @@ def dp_hidden(config, *, m: int, layers: int, compute: float, beta: float, grads
         w_fwd = min(w_fwd, param * (1 - 1 / (rounds * layers)))
         why += f"; parameters prefetched under {'every' if rounds > 1 else 'the first'} forward"
         why += ", the step's first gather exposed"
-    elif c.zero:
+    elif c.zero:  # the first gather waits at the first layer (Megatron-LM's forward pre-hook)
+        w_fwd = min(w_fwd, param * (1 - 1 / layers))
         why += "; parameters after the optimizer step, under the next step's first forward"
+        why += ", its first gather exposed"
     w_rep = beta * compute / (m if c.hsdp_sync == "step" else 1)
     if replica:
         why += "; replicas' all-reduce under " + (
