@@ -317,3 +317,73 @@ def test_a_translated_widget_shows_its_catalogues_words_and_the_check_expects_th
     assert control_failures(seen, want, yes_no) == []
     assert control_failures(seen, controls("predictor")), "English labels must not pass"
     assert words[widget_messages()[-1]] in html  # the status line
+
+
+def _book_pages() -> list[str]:
+    import yaml
+
+    toc = yaml.safe_load((Path(__file__).parents[1] / "_toc.yml").read_text())
+    pages = [toc["root"]]
+    for part in toc.get("parts", []):
+        pages += [entry["file"] for entry in part.get("chapters", [])]
+    return pages
+
+
+@pytest.mark.parametrize("page", _book_pages())
+def test_every_page_of_the_book_is_translated(page: str) -> None:
+    """Every page of the table of contents has a catalogue, translated in full: no message
+    empty, none fuzzy (an English paragraph changed since its translation)."""
+    from babel.messages.pofile import read_po
+
+    from minitorch_dist.course.catalogues import BOOK, REQUIRED_SHARE
+
+    po = BOOK.catalogue(page)
+    assert po.exists(), f"no catalogue for {page}: run python -m minitorch_dist.course.i18n extract"
+    with po.open("rb") as f:
+        messages = [m for m in read_po(f, locale="zh_CN") if m.id]
+    left = [m.id[:60] for m in messages if not m.string or m.fuzzy]
+    share = 1 - len(left) / max(len(messages), 1)
+    assert share >= REQUIRED_SHARE, (
+        f"{page}: {len(left)} of {len(messages)} messages untranslated or fuzzy, e.g. {left[:3]} "
+        "(python -m minitorch_dist.course.i18n todo " + page + ")"
+    )
+
+
+@pytest.mark.course
+@pytest.mark.slow
+def test_the_catalogues_hold_the_english_as_it_is_now(tmp_path: Path) -> None:
+    """Extracting the English pages again changes no catalogue's messages: a paragraph changed,
+    added or removed in English since the last `i18n extract` fails here (and, once extracted,
+    shows up fuzzy or untranslated in test_every_page_of_the_book_is_translated)."""
+    from babel.messages.pofile import read_po
+
+    from minitorch_dist.course.catalogues import Book
+    from minitorch_dist.course.i18n import extract
+
+    root = Path(__file__).parents[1]
+    copy = tmp_path / "book"
+    keep = ("_config.yml", "_toc.yml", "intro.md", "instructors.md", "chapters", "labs",
+            "locales", "_static", "minitorch_dist")  # fmt: skip
+    copy.mkdir()
+    for name in keep:
+        src = root / name
+        (shutil.copytree if src.is_dir() else shutil.copy2)(src, copy / name)
+    extract(Book(copy), outputs=False)
+
+    def ids(base: Path) -> dict[str, set[str]]:
+        out = {}
+        for po in sorted((base / "locales/zh_CN/LC_MESSAGES").rglob("*.po")):
+            with po.open("rb") as f:
+                out[po.relative_to(base).as_posix()] = {m.id for m in read_po(f) if m.id}
+        return out
+
+    now, committed = ids(copy), ids(root)
+    stale = {
+        page: (sorted(now[page] - committed.get(page, set()))[:2])
+        for page in now
+        if now[page] != committed.get(page)
+    }
+    assert not stale, (
+        f"the English changed since the catalogues were extracted: {stale} "
+        "(python -m minitorch_dist.course.i18n extract, then translate what todo lists)"
+    )

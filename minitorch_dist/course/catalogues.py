@@ -76,6 +76,8 @@ def merge(template: Any, po: Path, language: str = LANGUAGE) -> Any:
     for message in catalog:
         if message.id and not message.string and is_code_only(message.id):
             message.string = message.id
+        # babel reads back a wrapped "#| msgid" (a fuzzy message's old English) as comments
+        message.user_comments = [c for c in message.user_comments if not c.startswith("|")]
     return catalog
 
 
@@ -208,6 +210,7 @@ def fill(page: str, translations: dict[str, str], book: Book = BOOK) -> tuple[in
         message.string = msgstr
         message.flags.discard("fuzzy")
         message.previous_id = []
+        message.user_comments = [c for c in message.user_comments if not c.startswith("|")]
         written += 1
     with po.open("wb") as f:
         write_po(
@@ -216,7 +219,7 @@ def fill(page: str, translations: dict[str, str], book: Book = BOOK) -> tuple[in
             width=0,
             omit_header=True,
             ignore_obsolete=True,
-            include_previous=True,
+            include_previous=False,
             include_lineno=False,
             sort_output=False,
         )

@@ -136,7 +136,7 @@ def extract(book: Book = BOOK, *, outputs: bool = True) -> list[Path]:
                 width=0,
                 omit_header=True,  # no dates: a catalogue changes only with its messages
                 ignore_obsolete=True,
-                include_previous=True,
+                include_previous=False,
                 include_lineno=False,  # a paragraph moved down the page changes nothing here
                 sort_output=False,
             )
@@ -155,7 +155,7 @@ def extract(book: Book = BOOK, *, outputs: bool = True) -> list[Path]:
             width=0,
             omit_header=True,
             ignore_obsolete=True,
-            include_previous=True,
+            include_previous=False,
             include_lineno=False,
             sort_output=False,
         )
