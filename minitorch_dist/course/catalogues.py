@@ -192,7 +192,7 @@ def fill(page: str, translations: dict[str, str], book: Book = BOOK) -> tuple[in
     """Write ``translations`` (English message -> Chinese) into ``page``'s catalogue; a message
     the catalogue lacks, or a translation that loses markup, is reported, not written.
     Returns the number written and the problems."""
-    from babel.messages.pofile import read_po, write_po
+    from babel.messages.pofile import read_po
 
     po = book.catalogue(page)
     with po.open("rb") as f:
@@ -212,18 +212,20 @@ def fill(page: str, translations: dict[str, str], book: Book = BOOK) -> tuple[in
         message.previous_id = []
         message.user_comments = [c for c in message.user_comments if not c.startswith("|")]
         written += 1
-    with po.open("wb") as f:
-        write_po(
-            f,
-            catalog,
-            width=0,
-            omit_header=True,
-            ignore_obsolete=True,
-            include_previous=False,
-            include_lineno=False,
-            sort_output=False,
-        )
+    write_catalogue(po, catalog)
     return written, problems
+
+
+def write_catalogue(po: Path, catalog: Any) -> None:
+    """Write ``catalog`` to ``po`` as every catalogue here is written: no header (no dates: a
+    catalogue changes only with its messages), no line numbers (a paragraph moved down its page
+    changes nothing), lines not wrapped, obsolete messages and fuzzy ones' old English dropped."""
+    from babel.messages.pofile import write_po
+
+    po.parent.mkdir(parents=True, exist_ok=True)
+    with po.open("wb") as f:
+        write_po(f, catalog, width=0, omit_header=True, ignore_obsolete=True,
+                 include_previous=False, include_lineno=False, sort_output=False)  # fmt: skip
 
 
 WIDGETS = "widgets"  # the live widgets' catalogue: locales/<language>/LC_MESSAGES/widgets.po

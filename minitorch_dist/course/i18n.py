@@ -41,6 +41,7 @@ from .catalogues import (
     stats,
     translations,
     widget_messages,
+    write_catalogue,
     write_twins,
 )
 
@@ -116,7 +117,7 @@ def extract(book: Book = BOOK, *, outputs: bool = True) -> list[Path]:
     """Update every page's catalogue from the English pages; the catalogues written. With
     ``outputs`` (after an English build) the messages of cell outputs are included: displayed
     tables' headers and figures' descriptions."""
-    from babel.messages.pofile import read_po, write_po
+    from babel.messages.pofile import read_po
 
     pot_dir = book.build / "gettext" / "pot"  # myst-nb writes pages to pot_dir/../jupyter_execute
     mode = "cache" if outputs and book.executed.exists() else "off"
@@ -128,18 +129,7 @@ def extract(book: Book = BOOK, *, outputs: bool = True) -> list[Path]:
         po = book.catalogue(pot.relative_to(pot_dir).with_suffix("").as_posix())
         with pot.open("rb") as f:
             catalog = merge(read_po(f), po)
-        po.parent.mkdir(parents=True, exist_ok=True)
-        with po.open("wb") as f:  # obsolete messages dropped; lines not wrapped: diffs stay small
-            write_po(
-                f,
-                catalog,
-                width=0,
-                omit_header=True,  # no dates: a catalogue changes only with its messages
-                ignore_obsolete=True,
-                include_previous=False,
-                include_lineno=False,  # a paragraph moved down the page changes nothing here
-                sort_output=False,
-            )
+        write_catalogue(po, catalog)
         written.append(po)
     from babel.messages.catalog import Catalog
 
@@ -147,18 +137,7 @@ def extract(book: Book = BOOK, *, outputs: bool = True) -> list[Path]:
     for message in widget_messages():
         template.add(message, auto_comments=["a live widget's label (minitorch_dist.viz)"])
     po = book.catalogue(WIDGETS)
-    catalog = merge(template, po)
-    with po.open("wb") as f:
-        write_po(
-            f,
-            catalog,
-            width=0,
-            omit_header=True,
-            ignore_obsolete=True,
-            include_previous=False,
-            include_lineno=False,
-            sort_output=False,
-        )
+    write_catalogue(po, merge(template, po))
     written.append(po)
     return written
 
