@@ -54,6 +54,37 @@ def page_glue(text: str, page: str) -> str:
     return _GLUE_ROLE.sub(one, text)
 
 
+def _computed(node: Any) -> None:
+    """Mark the text of ``node`` (what a cell computed) untranslatable, but a table's header
+    and a figure's caption or legend, which are words of the page."""
+    from docutils import nodes
+
+    for text in node.findall(nodes.TextElement):
+        kept = (nodes.thead, nodes.caption, nodes.legend)
+        if not any(isinstance(p, kept) for p in [text, *_parents(text)]):
+            text["translatable"] = False
+
+
+def _patch_glue_directives() -> None:
+    """What a glue directive pastes ({glue:md}`table`, {glue:any}, {glue:figure}'s picture) is a
+    cell's output, pasted into the prose: its body is as untranslatable as the cell's own."""
+    from myst_nb.ext.glue import directives
+
+    for cls in (directives.PasteAnyDirective, directives.PasteMarkdownDirective,
+                directives.PasteFigureDirective, directives.PasteMathDirective):  # fmt: skip
+        if getattr(cls.run, "_minitorch_dist", False):
+            continue
+
+        def run(self: Any, _run: Any = cls.run) -> Any:
+            out = _run(self)
+            for node in out:
+                _computed(node)
+            return out
+
+        run._minitorch_dist = True  # type: ignore[attr-defined]
+        cls.run = run
+
+
 def _output_text_untranslatable(app: Any, doctree: Any) -> None:
     """Mark every text node of a cell's output untranslatable, but a displayed table's header."""
     from docutils import nodes
@@ -61,10 +92,7 @@ def _output_text_untranslatable(app: Any, doctree: Any) -> None:
     for container in doctree.findall(nodes.container):
         if "cell_output" not in container.get("classes", []):
             continue
-        for node in container.findall(nodes.TextElement):
-            in_header = any(isinstance(p, nodes.thead) for p in _parents(node))
-            if not in_header:
-                node["translatable"] = False
+        _computed(container)
 
 
 def _parents(node: Any) -> list[Any]:
@@ -228,6 +256,7 @@ def setup(app: Any) -> dict[str, Any]:
     app.add_transform(UntranslatableOutputs)
     _patch_msgstr_parsing()  # only translated paragraphs pass through it
     _record_notebook_metadata(app)
+    _patch_glue_directives()
     app.connect("doctree-read", _translate_alt, priority=900)  # after book_outputs (500)
     app.connect("doctree-read", _translate_widgets)
     app.connect("html-page-context", _language_switch)
