@@ -387,3 +387,17 @@ def test_the_catalogues_hold_the_english_as_it_is_now(tmp_path: Path) -> None:
         f"the English changed since the catalogues were extracted: {stale} "
         "(python -m minitorch_dist.course.i18n extract, then translate what todo lists)"
     )
+
+
+def test_the_browser_check_reads_chinese_pages_as_it_reads_english_ones(tmp_path: Path) -> None:
+    """A Chinese figure description has no spaces between words, and a translation's folder has
+    its own asset folders and index pages: neither is a failure or a page to check."""
+    from minitorch_dist.course.browser_check_page import pages, undescribed
+
+    assert not undescribed("最忙专家负载与平均负载之比随训练步变化的折线图")
+    assert undescribed("图") and undescribed("cpu-2core_moe_imbalance.png")
+    for page in ("intro.html", "zh_CN/intro.html", "zh_CN/chapters/01_x.html",
+                 "zh_CN/_static/webpack-macros.html", "zh_CN/search.html", "_static/x.html"):  # fmt: skip
+        (tmp_path / page).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / page).write_text("<html></html>")
+    assert pages(tmp_path) == ["intro.html", "zh_CN/chapters/01_x.html", "zh_CN/intro.html"]

@@ -15,6 +15,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
+CJK = re.compile(r"[\u4e00-\u9fff]")
 SKIP_PAGES = {"genindex.html", "search.html", "py-modindex.html"}
 SKIP_DIRS = {"_static", "_sources", "_downloads", "_images", "_sphinx_design_static"}
 RAW_TEX = ("$$", "\\(", "\\begin{")
@@ -97,7 +98,8 @@ def pages(html_dir: Path) -> list[str]:
     found = []
     for path in sorted(html_dir.rglob("*.html")):
         rel = path.relative_to(html_dir)
-        if rel.parts[0] in SKIP_DIRS or rel.as_posix() in SKIP_PAGES:
+        # a translation's own folder (zh_CN/) has the same asset folders and index pages
+        if SKIP_DIRS.intersection(rel.parts[:-1]) or rel.name in SKIP_PAGES:
             continue
         found.append(rel.as_posix())
     return found
@@ -141,10 +143,12 @@ def page_failures(found: dict) -> list[str]:
 
 
 def undescribed(alt: str | None, src: str = "") -> bool:
-    """Is ``alt`` no description: missing, empty, one word, a file name or a hash?"""
+    """Is ``alt`` no description: missing, empty, one word, a file name or a hash? (Chinese
+    writes no spaces between words: its characters count, four of them as words.)"""
     alt = (alt or "").strip()
     name = src.rsplit("/", 1)[-1]
-    return len(alt.split()) < 2 or bool(IMAGE_FILE.search(alt)) or (bool(name) and name in alt)
+    words = len(alt.split()) + len(CJK.findall(alt)) // 4
+    return words < 2 or bool(IMAGE_FILE.search(alt)) or (bool(name) and name in alt)
 
 
 def image_failures(images: list[dict]) -> list[str]:
