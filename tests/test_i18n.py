@@ -403,3 +403,22 @@ def test_the_browser_check_reads_chinese_pages_as_it_reads_english_ones(tmp_path
         (tmp_path / page).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / page).write_text("<html></html>")
     assert pages(tmp_path) == ["intro.html", "zh_CN/chapters/01_x.html", "zh_CN/intro.html"]
+
+
+def test_a_chinese_lab_pages_colab_button_opens_the_chinese_twin() -> None:
+    from types import SimpleNamespace
+
+    from minitorch_dist.course.i18n_book import _colab_twin
+
+    root = Path(__file__).parents[1]
+    url = "https://colab.research.google.com/github/o/r/blob/main/labs/lab00_hello_ranks.ipynb"
+
+    def button_after(language: str | None, page: str = "labs/lab00_hello_ranks") -> str:
+        app = SimpleNamespace(config=SimpleNamespace(language=language), srcdir=str(root))
+        button = {"text": "Colab", "url": url}
+        context = {"header_buttons": [{"label": "launch-buttons", "buttons": [button]}]}
+        _colab_twin(app, page, "page.html", context, None)
+        return button["url"]
+
+    assert button_after("zh_CN").endswith("/blob/main/labs/zh_CN/lab00_hello_ranks.ipynb")
+    assert button_after(None) == url  # the English page opens the English lab

@@ -244,6 +244,22 @@ def _language_switch(
     )
 
 
+def _colab_twin(app: Any, pagename: str, templatename: str, context: dict, doctree: Any) -> None:
+    """On a translated lab page, the Colab button opens the lab's twin in that language
+    (``labs/zh_CN/labNN_*.ipynb``, :func:`minitorch_dist.course.catalogues.write_twins`)."""
+    language = app.config.language
+    if language in (None, SOURCE_LANGUAGE) or not pagename.startswith("labs/"):
+        return
+    name = pagename.split("/", 1)[1]
+    if not (Path(app.srcdir) / "labs" / language / f"{name}.ipynb").exists():
+        return
+    for group in context.get("header_buttons", []):
+        for button in group.get("buttons", []) if group.get("label") == "launch-buttons" else []:
+            url = button.get("url", "")
+            if button.get("text") == "Colab" and url.endswith(f"/labs/{name}.ipynb"):
+                button["url"] = url[: -len(f"{name}.ipynb")] + f"{language}/{name}.ipynb"
+
+
 def setup(app: Any) -> dict[str, Any]:
     from sphinx.transforms import SphinxTransform
 
@@ -260,4 +276,5 @@ def setup(app: Any) -> dict[str, Any]:
     app.connect("doctree-read", _translate_alt, priority=900)  # after book_outputs (500)
     app.connect("doctree-read", _translate_widgets)
     app.connect("html-page-context", _language_switch)
+    app.connect("html-page-context", _colab_twin, priority=700)  # after book_links' (600)
     return {"parallel_read_safe": True, "parallel_write_safe": True}
