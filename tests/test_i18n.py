@@ -171,6 +171,9 @@ def test_the_chinese_build_translates_and_executes_nothing_twice(tmp_path: Path)
     )  # the glued number
     assert "<th" in zh and "阶段" in zh and "4 GiB" in zh  # a displayed table: header translated
     assert 'alt="每个 rank 的字节数随 rank 增多而下降。"' in zh
+    # the figure's labels are the English build's: its description is shown under it, once
+    assert zh.count('<p class="mt-figure-text" aria-hidden="true">图：每个 rank 的字节数') == 1
+    assert "mt-figure-text" not in en
     assert 'name="mt-lang-switch" content="../page.html"' in zh
     assert 'name="mt-lang-switch" content="zh_CN/page.html"' in en
     assert "No key" not in run.stderr
@@ -422,3 +425,38 @@ def test_a_chinese_lab_pages_colab_button_opens_the_chinese_twin() -> None:
 
     assert button_after("zh_CN").endswith("/blob/main/labs/zh_CN/lab00_hello_ranks.ipynb")
     assert button_after(None) == url  # the English page opens the English lab
+
+
+@pytest.mark.parametrize(
+    "text, translated",
+    [
+        # the numbers moved ("rank 0 of 4"), and 0 became two numbers, in the English's order
+        (
+            "Rank 0 of 4: 39 all-reduces, 12% under backward.",
+            "4 个 rank 中的 rank 0：39 次，12% 重叠。",
+        ),
+        (
+            "Rank 0 of 8: 5 all-reduces, 0% under backward.",
+            "8 个 rank 中的 rank 0：5 次，0% 重叠。",
+        ),
+        (
+            "Rank 3 of 4: 39 all-reduces, 3% under backward.",
+            "4 个 rank 中的 rank 3：39 次，3% 重叠。",
+        ),
+        ("Rank 0 of 4 all-reduces 7 under backward.", None),  # other words: no message fits
+    ],
+)
+def test_a_description_that_quotes_what_ran_is_translated_with_this_runs_numbers(
+    text: str, translated: str | None
+) -> None:
+    """Catches a figure description left English because its measured numbers changed since the
+    catalogue was written, and a translation given another run's numbers."""
+    from minitorch_dist.course.catalogues import with_new_numbers
+
+    messages = {
+        "Rank 0 of 4: 39 all-reduces, 0% under backward.": "4 个 rank 中的 rank 0：39 次，0% 重叠。"
+    }
+    assert with_new_numbers(text, messages) == translated
+    # a translation that drops a number which changed cannot say the new one
+    assert with_new_numbers("Rank 0 of 4: 39 all-reduces, 12% under backward.",
+                            {"Rank 0 of 4: 39 all-reduces, 0% under backward.": "rank 0：39 次。"}) is None  # fmt: skip

@@ -127,6 +127,46 @@ def translate_markdown(text: str, translations: dict[str, str]) -> tuple[str, in
     return text, count
 
 
+_NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
+
+
+def with_new_numbers(text: str, messages: dict[str, str]) -> str | None:
+    """The translation of ``text`` from a message that differs from it in its numbers alone,
+    those numbers replaced by ``text``'s; None where no message fits.
+
+    A figure's description can quote what ran ("39 all-reduces, 0% of their time under
+    backward"), so each execution writes a new English sentence. A translation may move the
+    numbers ("rank 0 of 4" is "4 个 rank 中的 rank 0"), so each is found by its value: an old
+    number that became one new number is replaced wherever the translation quotes it; one that
+    became several ("rank 0" stays 0, "0%" becomes 12%) must be quoted as often as the English
+    quotes it, and its occurrences are taken in the English's order."""
+    shape, new = _NUMBER.sub("#", text), _NUMBER.findall(text)
+    for msgid, msgstr in messages.items():
+        if not (isinstance(msgid, str) and msgstr) or _NUMBER.sub("#", msgid) != shape:
+            continue
+        became: dict[str, list[str]] = {}
+        for old, now in zip(_NUMBER.findall(msgid), new):
+            became.setdefault(old, []).append(now)
+        quoted = _NUMBER.findall(msgstr)
+        if any(
+            quoted.count(old) != len(nows)
+            if len(set(nows)) > 1
+            else old not in quoted and nows[0] != old
+            for old, nows in became.items()
+        ):
+            continue
+        queues = {old: iter(nows) for old, nows in became.items() if len(set(nows)) > 1}
+
+        def one(m: re.Match, became: dict = became, queues: dict = queues) -> str:
+            old = m.group(0)
+            if old in queues:
+                return next(queues[old])
+            return became[old][0] if old in became else old
+
+        return _NUMBER.sub(one, msgstr)
+    return None
+
+
 def lab_twin(lab: Path, language: str = LANGUAGE, *, deeper: bool = True) -> tuple[Any, int, int]:
     """The lab notebook with its Markdown cells translated; its code cells, outputs and metadata
     are the English lab's. Returns the notebook, the messages replaced and the messages known."""

@@ -14,9 +14,12 @@ things Sphinx cannot know about a book of executed notebooks:
   own, which has none of the page's glue data; ``{glue:text}`key``` in it becomes a reference to
   the page itself (``{glue:text}`/chapters/x.md::key:s```), which myst-nb resolves from the glue
   file the page's own parse wrote. Nothing is executed twice.
-- **Figure descriptions translated.** The alt text that :mod:`~minitorch_dist.course.book_outputs`
-  reads from a figure's PNG arrives after Sphinx translated the page; it is looked up in the same
-  catalogue here (the gettext builder extracts it, as it extracts every image's alt text).
+- **Figure descriptions translated, and shown.** The alt text that
+  :mod:`~minitorch_dist.course.book_outputs` reads from a figure's PNG arrives after Sphinx
+  translated the page; it is looked up in the same catalogue here (the gettext builder extracts
+  it, as it extracts every image's alt text). The figures themselves are the English build's
+  PNGs, their labels in English, so a translated page also shows the description under each
+  figure: what each axis and series is, in the page's language.
 - **A language switch on every page**: a ``<meta name="mt-lang-switch">`` naming the same page in
   the other language, which ``_static/reading.js`` turns into a link in the page's header.
 
@@ -31,10 +34,15 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-#: The edition's languages: the English source, and each translation's folder under the
-#: English site (``_build/html/zh_CN/``) and under ``locales/``.
-SOURCE_LANGUAGE = "en"
-TRANSLATIONS = {"zh_CN": "中文"}
+from minitorch_dist.course.i18n_pages import (  # the pages' links, in a module of their own
+    SOURCE_LANGUAGE,
+    TRANSLATIONS,
+    _colab_twin,
+    _language_switch,
+    switch_target,
+)
+
+__all__ = ["SOURCE_LANGUAGE", "TRANSLATIONS", "figure_text", "page_glue", "switch_target", "setup"]
 
 _GLUE_ROLE = re.compile(r"(?P<role>\{glue(?::(?P<kind>[a-z]*))?\})`(?P<text>[^`]+)`")
 
@@ -130,11 +138,39 @@ def _translate_alt(app: Any, doctree: Any) -> None:
         return
     if app.config.language in (None, SOURCE_LANGUAGE):
         return
+    from minitorch_dist.course.catalogues import with_new_numbers
+
     catalog = _catalogue(app, app.env.docname)
-    for image in doctree.findall(nodes.image):
+    for image in list(doctree.findall(nodes.image)):
         alt = image.get("alt", "")
         if alt:
             image["alt"] = catalog.gettext(alt)
+            if image["alt"] == alt:  # a description quoting what ran: this run's numbers
+                image["alt"] = with_new_numbers(alt, getattr(catalog, "_catalog", {})) or alt
+            captioned = any(  # a figure's caption, translated, says what it shows
+                isinstance(f, nodes.figure)
+                and any(isinstance(c, nodes.caption) for c in f.children)
+                for f in _parents(image)
+            )
+            if image["alt"] != alt and not captioned:
+                image.parent.insert(image.parent.index(image) + 1, figure_text(image["alt"]))
+
+
+#: What a visible figure description starts with, per language ("Figure: ").
+FIGURE_TEXT_PREFIX = {"zh_CN": "图："}
+
+
+def figure_text(description: str, language: str = "zh_CN") -> Any:
+    """The translated description of a figure, shown under it: the figures are drawn once, by
+    the English build, so their axis labels and legends stay English, and this line says in the
+    page's language what each axis and series is. Screen readers read the image's alt text (the
+    same words) and skip this copy (``aria-hidden``)."""
+    import html as html_lib
+
+    from docutils import nodes
+
+    text = html_lib.escape(FIGURE_TEXT_PREFIX.get(language, "") + description, quote=False)
+    return nodes.raw("", f'<p class="mt-figure-text" aria-hidden="true">{text}</p>', format="html")
 
 
 def translate_widget(html: str, words: dict[str, str]) -> str:
@@ -222,42 +258,6 @@ def _record_notebook_metadata(app: Any) -> None:
 
     create_client._minitorch_dist = True  # type: ignore[attr-defined]
     nb_sphinx.create_client = create_client
-
-
-def switch_target(pagename: str, language: str | None) -> tuple[str, str]:
-    """The relative address of ``pagename`` in the other language, and that language's name."""
-    depth = pagename.count("/")
-    if language in TRANSLATIONS:
-        return "../" * (depth + 1) + pagename + ".html", "English"
-    code, name = next(iter(TRANSLATIONS.items()))
-    return "../" * depth + f"{code}/{pagename}.html", name
-
-
-def _language_switch(
-    app: Any, pagename: str, templatename: str, context: dict, doctree: Any
-) -> None:
-    if app.builder.format != "html" or doctree is None:
-        return
-    href, name = switch_target(pagename, app.config.language)
-    context["metatags"] = context.get("metatags", "") + (
-        f'\n<meta name="mt-lang-switch" content="{href}" data-label="{name}">'
-    )
-
-
-def _colab_twin(app: Any, pagename: str, templatename: str, context: dict, doctree: Any) -> None:
-    """On a translated lab page, the Colab button opens the lab's twin in that language
-    (``labs/zh_CN/labNN_*.ipynb``, :func:`minitorch_dist.course.catalogues.write_twins`)."""
-    language = app.config.language
-    if language in (None, SOURCE_LANGUAGE) or not pagename.startswith("labs/"):
-        return
-    name = pagename.split("/", 1)[1]
-    if not (Path(app.srcdir) / "labs" / language / f"{name}.ipynb").exists():
-        return
-    for group in context.get("header_buttons", []):
-        for button in group.get("buttons", []) if group.get("label") == "launch-buttons" else []:
-            url = button.get("url", "")
-            if button.get("text") == "Colab" and url.endswith(f"/labs/{name}.ipynb"):
-                button["url"] = url[: -len(f"{name}.ipynb")] + f"{language}/{name}.ipynb"
 
 
 def setup(app: Any) -> dict[str, Any]:
