@@ -49,6 +49,7 @@ def test_a_changed_paragraph_becomes_fuzzy_and_a_new_one_untranslated(tmp_path: 
     old = Catalog(locale="zh_CN")
     old.add("Memory is the wall.", "显存是瓶颈。")
     old.add("A paragraph that goes away.", "将被删除的段落。")
+    old.add("Rank 0 of 4: 12% under backward.", "4 个 rank 中的 rank 0：12% 重叠。")  # what ran
     po = tmp_path / "page.po"
     with po.open("wb") as f:
         write_po(f, old)
@@ -56,8 +57,12 @@ def test_a_changed_paragraph_becomes_fuzzy_and_a_new_one_untranslated(tmp_path: 
     template.add("Memory is the wall!")  # changed
     template.add("A new paragraph.")
     template.add("`minitorch_dist.zero`")  # nothing to translate
+    template.add("Rank 0 of 4: 31% under backward.")  # another run: its numbers alone changed
     merged = {m.id: m for m in merge(template, po) if m.id}
-    assert set(merged) == {"Memory is the wall!", "A new paragraph.", "`minitorch_dist.zero`"}
+    assert set(merged) == {"Memory is the wall!", "A new paragraph.", "`minitorch_dist.zero`",
+                           "Rank 0 of 4: 31% under backward."}  # fmt: skip
+    rerun = merged["Rank 0 of 4: 31% under backward."]
+    assert not rerun.fuzzy and rerun.string == "4 个 rank 中的 rank 0：31% 重叠。"
     assert merged["Memory is the wall!"].fuzzy
     assert merged["Memory is the wall!"].string == "显存是瓶颈。"  # a suggestion, not used
     assert not merged["A new paragraph."].string

@@ -62,8 +62,9 @@ def is_code_only(msgid: str) -> bool:
 
 def merge(template: Any, po: Path, language: str = LANGUAGE) -> Any:
     """The catalogue ``po`` brought up to ``template`` (a babel Catalog of the English page):
-    new messages empty, changed ones fuzzy with the old translation as a suggestion, removed
-    ones gone, messages with nothing to translate filled with themselves."""
+    new messages empty, changed ones fuzzy with the old translation as a suggestion (but one
+    whose numbers alone changed, translated with its new numbers: :func:`with_new_numbers`),
+    removed ones gone, messages with nothing to translate filled with themselves."""
     from babel.messages.pofile import read_po
 
     if po.exists():
@@ -76,6 +77,13 @@ def merge(template: Any, po: Path, language: str = LANGUAGE) -> Any:
     for message in catalog:
         if message.id and not message.string and is_code_only(message.id):
             message.string = message.id
+        if message.fuzzy and message.previous_id and isinstance(message.id, str):
+            # changed in its numbers alone (a description quoting what ran): not fuzzy
+            was = {message.previous_id[0]: message.string}
+            now = with_new_numbers(message.id, was) if message.string else None
+            if now is not None:
+                message.string, message.previous_id = now, []
+                message.flags.discard("fuzzy")
         # babel reads back a wrapped "#| msgid" (a fuzzy message's old English) as comments
         message.user_comments = [c for c in message.user_comments if not c.startswith("|")]
     return catalog
