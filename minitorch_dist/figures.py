@@ -91,7 +91,9 @@ def _panel(ax: Axes) -> str:
         text += f": {title}"
     if series:
         more = f" and {len(series) - MAX_SERIES} more" if len(series) > MAX_SERIES else ""
-        text += f" (series: {', '.join(series[:MAX_SERIES])}{more})"
+        # names with commas in them ("closed form, none") are told apart by semicolons
+        sep = "; " if any("," in s for s in series[:MAX_SERIES]) else ", "
+        text += f" (series: {sep.join(series[:MAX_SERIES])}{more})"
     return text
 
 

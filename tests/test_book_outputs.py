@@ -40,6 +40,16 @@ def test_description_from_title_axes_and_legend():
     )
 
 
+def test_series_whose_names_hold_commas_are_told_apart_by_semicolons():
+    fig = BookFigure()
+    ax = fig.add_subplot()
+    ax.plot([1, 2, 3], [1, 2, 3], label="closed form, none")
+    ax.plot([1, 2, 3], [2, 3, 4], label="none")
+    ax.set(xlabel="s", ylabel="MiB")
+    ax.legend()
+    assert describe(fig) == "Line plot of MiB against s (series: closed form, none; none)."
+
+
 def test_kinds_and_panels():
     fig = BookFigure()
     bars, dots = fig.subplots(1, 2)
