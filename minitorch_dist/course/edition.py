@@ -158,77 +158,35 @@ def student_readme(
     repo: str,
     autograded: bool = True,
     notebook_tasks: Sequence[str] = (),
+    lang: str | None = None,
 ) -> str:
     """The edition's README: what a student does (the instructor's README stays behind).
-    ``notebook_tasks``: the tasks answered in a lab notebook, which Gradescope does not grade."""
+    ``notebook_tasks``: the tasks answered in a lab notebook, which Gradescope does not grade.
+    ``lang`` (``"zh_CN"``): in that language, from the catalogue ``edition.po``
+    (:mod:`minitorch_dist.course.edition_readme`); a message it lacks stays English."""
+    from .edition_readme import README, readme
+
     chosen = sorted(set(labs)) if labs else sorted({task[:5] for task in counts})
     tasks = [t for t in sorted(counts) if t[:5] in chosen]
-    first = tasks[0] if tasks else f"{chosen[0]}.1"
-    name = repo_folder(repo)
-    notebook_note = (
-        f" The notebook exercises ({', '.join(notebook_tasks)}) are not part of the submission "
-        "and not graded on Gradescope: each checks itself in its notebook (`check_answer`)."
-        if notebook_tasks
-        else ""
+    values = {
+        "labs": ", ".join(chosen),
+        "lab_args": " ".join(chosen),
+        "first": tasks[0] if tasks else f"{chosen[0]}.1",
+        "repo": repo,
+        "name": repo_folder(repo),
+        "zip": f"submission_{'_'.join(chosen)}.zip",
+        "manifest": MANIFEST_FILE,
+    }
+    known = None
+    if lang:
+        from .catalogues import translations
+
+        known = translations(README, language=lang)
+    return readme(
+        values,
+        tasks=[t for t in tasks if t not in notebook_tasks],
+        exercises=[t for t in tasks if t in notebook_tasks],
+        notebook_tasks=notebook_tasks,
+        autograded=autograded,
+        translations=known,
     )
-    submit = (
-        f"""
-## Submit
-
-`python -m minitorch_dist.submit` writes `submission_{"_".join(chosen)}.zip` into this folder
-(exactly the package files that hold your tasks, listed in `{MANIFEST_FILE}`) and prints its
-path; upload that zip to Gradescope.{notebook_note} The autograder copies only those files over the course's
-own tree and runs the course's graded tests: tests or files of your own change nothing. In
-Colab, run `!cd /content/course && python -m minitorch_dist.submit`, then download the zip from
-the Files pane (right click, Download) or with `from google.colab import files;
-files.download("/content/course/submission_{"_".join(chosen)}.zip")`.
-"""
-        if autograded
-        else ""
-    )
-    in_package = [t for t in tasks if t not in notebook_tasks]
-    exercises = [t for t in tasks if t in notebook_tasks]
-    your_tasks = f"Your tasks: {', '.join(in_package or tasks)}" + (
-        f"; and the notebook exercises {', '.join(exercises)}, which check themselves in their "
-        "notebook" + (" and carry no points on Gradescope" if autograded else "")
-        if exercises and in_package
-        else ""
-    )
-    return f"""# Your edition of the course: {", ".join(chosen)}
-
-{your_tasks}. Each is a function body in the package (`minitorch_dist/`) or in
-a lab notebook that raises `NotImplementedError("labNN.k: ...")`: replace the `raise` with your
-code. Signatures, docstrings and input checks are given; the chapters explain what to write.
-
-## Set up
-
-```bash
-git clone {repo} && cd {name}
-python3 -m venv .venv && .venv/bin/pip install -e ".[student]"
-source .venv/bin/activate    # each new shell: `python` and `jupyter` are the course's
-```
-
-That one line installs the package, the grader with its test dependencies, and JupyterLab:
-`.venv/bin/jupyter lab labs/` opens the labs. On Linux without an NVIDIA GPU, install the CPU
-build of torch first, before that line: `.venv/bin/pip install torch --index-url
-https://download.pytorch.org/whl/cpu` (a download of a few hundred MB; the default build brings
-several GB of CUDA libraries the labs do not need). With the CPU build the whole install takes
-a few minutes.
-
-In Colab, each lab's first cell clones this edition (tests included) into `/content/course`
-and installs it in editable mode: edit the package there from the Files pane (your edits apply
-to the next cell you run) and grade with `!cd /content/course && python -m minitorch_dist.grade
---task {first}`. A Colab runtime is recycled after a while; set `KEEP_IN_DRIVE = True` at the
-top of that first cell to keep the course (and your work) in your Google Drive, where the cell
-finds it next time.
-
-## Work and check
-
-- Open the lab notebook (`labs/labNN_*.ipynb`) and work through it: it shows what each task
-  must do and checks it on small inputs as you go.
-- Grade one task while you work: `python -m minitorch_dist.grade --task {first}`
-- Grade a whole lab: `python -m minitorch_dist.grade --labs {" ".join(chosen)}`. The score
-  table comes first, one line per failing test; `results.json` holds the details.
-- A test that waits on a collective fails after about ten seconds: a rank that never sends
-  (or receives a message of the wrong size) is named, with its own error.
-{submit}"""

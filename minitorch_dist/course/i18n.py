@@ -44,6 +44,7 @@ from .catalogues import (
     write_catalogue,
     write_twins,
 )
+from .edition_readme import README, readme_messages
 
 
 def _overrides(book: Book, language: str | None, mode: str) -> dict[str, Any]:
@@ -139,6 +140,11 @@ def extract(book: Book = BOOK, *, outputs: bool = True) -> list[Path]:
     po = book.catalogue(WIDGETS)
     write_catalogue(po, merge(template, po))
     written.append(po)
+    template = Catalog()  # the student edition's README (release --lang)
+    for message in readme_messages():
+        template.add(message, auto_comments=["the student edition's README (edition_readme)"])
+    written.append(po := book.catalogue(README))
+    write_catalogue(po, merge(template, po))
     return written
 
 
