@@ -111,9 +111,9 @@ def make_release(
     code. ``repo``: the edition's repository URL (https, ssh or file), written wherever the
     source's URL appears and set as the edition's ``origin``. ``commit``: make ``dest`` a git
     repository with one commit. ``autograder``: also write Gradescope's bundle to that zip.
-    ``lang`` (``"zh_CN"``): the labs' text in that language, from its catalogues
-    (:func:`minitorch_dist.course.i18n.lab_twin`); code, task ids, stubs' and graders'
-    messages stay as they are.
+    ``lang`` (``"zh_CN"``): the labs' text and the README in that language, from its catalogues
+    (:func:`minitorch_dist.course.i18n.lab_twin`, ``edition.po``); code, task ids, stubs' and
+    graders' messages stay as they are.
     """
     keep = _keep_rule(labs)
     source_repo = repository_url(root)  # the address the source's files name
@@ -188,7 +188,8 @@ def _write_release(
     manifest = write_manifest(dest, chosen, files_of)
     in_notebooks = sorted(t for t in counts if t[:5] in chosen and t not in files_of)
     (dest / "README.md").write_text(
-        student_readme(counts, labs, repo or source_repo, notebook_tasks=in_notebooks)
+        student_readme(counts, labs, repo or source_repo, notebook_tasks=in_notebooks, lang=lang),
+        encoding="utf-8",  # a Chinese README whatever the locale
     )
     if commit:
         commit_edition(dest, repo)
@@ -226,7 +227,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--autograder", help="also write Gradescope's autograder zip here")
     parser.add_argument(
-        "--lang", help="the labs' text in this language, e.g. zh_CN (code and messages unchanged)"
+        "--lang",
+        help="the labs' text and README in this language, e.g. zh_CN (code, messages unchanged)",
     )
     args = parser.parse_args(argv)
     labs = [lab.strip() for lab in args.labs.split(",")] if args.labs else None
