@@ -1,6 +1,7 @@
 """The Chinese edition as an instructor releases and grades it: ``release --lang zh_CN`` writes
-the labs' text in Chinese and nothing else differently, so its autograder bundle is the English
-one, byte for byte, and a submission made from it is graded by the same tests to the same score
+the labs' text and the README in Chinese and nothing else differently, so its autograder bundle
+is the English one, byte for byte but for those, and a submission made from it is graded by the
+same tests to the same score
 (the task ids, stubs' and graders' messages stay English: they are what a student searches for
 and what the score table prints)."""
 
@@ -52,11 +53,12 @@ def _code(notebook: Path) -> list[str]:
     return ["".join(c["source"]) for c in cells if c["cell_type"] == "code"]
 
 
-def test_the_chinese_edition_differs_from_the_english_in_its_labs_text_alone(
+def test_the_chinese_edition_differs_from_the_english_in_its_labs_text_and_readme_alone(
     editions: dict,
 ) -> None:
-    """Catches a Chinese edition whose labs are not Chinese, whose code cells differ, or that
-    ships any other file differently (a package file, a test, the manifest)."""
+    """Catches a Chinese edition whose labs or README are not Chinese, whose code cells or
+    README commands differ, or that ships any other file differently (a package file, a test,
+    the manifest)."""
     en, zh = editions["en"]["edition"], editions["zh_CN"]["edition"]
     files = {p.relative_to(en) for p in en.rglob("*") if p.is_file() and ".git" not in p.parts}
     assert files == {
@@ -69,7 +71,14 @@ def test_the_chinese_edition_differs_from_the_english_in_its_labs_text_alone(
         assert len(CJK.findall(chinese)) > len(chinese) / 4, f"{rel}: not in Chinese"
         assert not CJK.findall(english)
         assert _code(en / rel) == _code(zh / rel), f"{rel}: code cells differ"
-    for rel in sorted(files - set(labs)):
+    english = (en / "README.md").read_text(encoding="utf-8")
+    chinese = (zh / "README.md").read_text(encoding="utf-8")
+    fenced = re.compile(r"```.*?```", re.S)
+    prose = re.sub(r"`[^`]*`", "", fenced.sub("", chinese))  # its words, not its commands
+    assert len(CJK.findall(prose)) > len(re.findall("[A-Za-z]", prose)), "README.md: not Chinese"
+    assert not CJK.findall(english)
+    assert fenced.findall(english) and fenced.findall(chinese) == fenced.findall(english)
+    for rel in sorted(files - set(labs) - {Path("README.md")}):
         assert (en / rel).read_bytes() == (zh / rel).read_bytes(), rel
 
 
@@ -80,8 +89,9 @@ def test_the_chinese_editions_autograder_is_the_english_one(editions: dict) -> N
 
     en, zh = contents(editions["en"]["bundle"]), contents(editions["zh_CN"]["bundle"])
     assert en.keys() == zh.keys()
-    # the course tree it grades on carries the edition's labs (their text, not graded)
-    differ = [n for n in en if en[n] != zh[n] and not re.fullmatch(r"course/labs/[^/]+\.ipynb", n)]
+    # the course tree it grades on carries the edition's labs and README (their text, not graded)
+    text = re.compile(r"course/labs/[^/]+\.ipynb|course/README\.md")
+    differ = [n for n in en if en[n] != zh[n] and not text.fullmatch(n)]
     # the reference recordings: the same values (torch.save's zip is not byte-stable)
     assert differ in ([], [REFERENCE_FILE]), f"the bundles differ in {differ}"
     loaded = [torch.load(io.BytesIO(b[REFERENCE_FILE]), weights_only=False) for b in (en, zh)]
