@@ -467,3 +467,22 @@ def test_a_description_that_quotes_what_ran_is_translated_with_this_runs_numbers
     # a translation that drops a number which changed cannot say the new one
     assert with_new_numbers("Rank 0 of 4: 39 all-reduces, 12% under backward.",
                             {"Rank 0 of 4: 39 all-reduces, 0% under backward.": "rank 0：39 次。"}) is None  # fmt: skip
+
+
+def test_an_extract_of_the_prose_alone_removes_no_message(tmp_path: Path) -> None:
+    """Catches `i18n extract --prose-only` (which cannot see the outputs' table headers and
+    figure descriptions) deleting their translations."""
+    from babel.messages.catalog import Catalog
+    from babel.messages.pofile import write_po
+
+    old = Catalog(locale="zh_CN")
+    old.add("Prose.", "正文。")
+    old.add("Line plot of MiB against s.", "MiB 随 s 变化的折线图。")  # an output's words
+    po = tmp_path / "page.po"
+    with po.open("wb") as f:
+        write_po(f, old)
+    template = Catalog()
+    template.add("Prose.")
+    kept = {m.id: m.string for m in merge(template, po, drop=False) if m.id}
+    assert kept == {"Prose.": "正文。", "Line plot of MiB against s.": "MiB 随 s 变化的折线图。"}
+    assert {m.id for m in merge(template, po) if m.id} == {"Prose."}

@@ -60,17 +60,23 @@ def is_code_only(msgid: str) -> bool:
     return not words
 
 
-def merge(template: Any, po: Path, language: str = LANGUAGE) -> Any:
+def merge(template: Any, po: Path, language: str = LANGUAGE, *, drop: bool = True) -> Any:
     """The catalogue ``po`` brought up to ``template`` (a babel Catalog of the English page):
     new messages empty, changed ones fuzzy with the old translation as a suggestion (but one
     whose numbers alone changed, translated with its new numbers: :func:`with_new_numbers`),
-    removed ones gone, messages with nothing to translate filled with themselves."""
+    removed ones gone (kept with ``drop=False``: a template that cannot see every message, as
+    the prose alone, without the outputs' words), messages with nothing to translate filled with
+    themselves."""
     from babel.messages.pofile import read_po
 
     if po.exists():
         with po.open("rb") as f:
             catalog = read_po(f, locale=language)
         catalog.update(template, update_header_comment=False)
+        if not drop:
+            for message in list(catalog.obsolete.values()):
+                catalog[message.id] = message
+            catalog.obsolete.clear()
     else:
         catalog = template
         catalog.locale = language

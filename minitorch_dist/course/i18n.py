@@ -117,7 +117,8 @@ def fill_cache(book: Book = BOOK) -> int:
 def extract(book: Book = BOOK, *, outputs: bool = True) -> list[Path]:
     """Update every page's catalogue from the English pages; the catalogues written. With
     ``outputs`` (after an English build) the messages of cell outputs are included: displayed
-    tables' headers and figures' descriptions."""
+    tables' headers and figures' descriptions; without them, no message is removed (the
+    outputs' words are not seen, so a removed paragraph waits for the next full extract)."""
     from babel.messages.pofile import read_po
 
     pot_dir = book.build / "gettext" / "pot"  # myst-nb writes pages to pot_dir/../jupyter_execute
@@ -129,7 +130,7 @@ def extract(book: Book = BOOK, *, outputs: bool = True) -> list[Path]:
     for pot in sorted(pot_dir.rglob("*.pot")):
         po = book.catalogue(pot.relative_to(pot_dir).with_suffix("").as_posix())
         with pot.open("rb") as f:
-            catalog = merge(read_po(f), po)
+            catalog = merge(read_po(f), po, drop=mode == "cache")  # prose alone: keep
         write_catalogue(po, catalog)
         written.append(po)
     from babel.messages.catalog import Catalog
