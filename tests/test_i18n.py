@@ -486,3 +486,45 @@ def test_an_extract_of_the_prose_alone_removes_no_message(tmp_path: Path) -> Non
     kept = {m.id: m.string for m in merge(template, po, drop=False) if m.id}
     assert kept == {"Prose.": "正文。", "Line plot of MiB against s.": "MiB 随 s 变化的折线图。"}
     assert {m.id for m in merge(template, po) if m.id} == {"Prose."}
+
+
+def test_a_figure_description_missing_from_the_catalogue_is_a_build_warning(monkeypatch) -> None:
+    """Catches a Chinese page that shows a figure's description in English without a word: the
+    strict build fails on it. A description with new numbers, or one Sphinx translated (a
+    figure directive's :alt:), is no warning, and each translated one is shown under its figure."""
+    import gettext
+    from types import SimpleNamespace
+
+    from docutils import nodes
+    from docutils.core import publish_doctree
+
+    from minitorch_dist.course import i18n_book
+
+    class Catalogue(gettext.NullTranslations):
+        _catalog = {"Line plot of MiB against s: 3 runs.": "MiB 随 s 变化的折线图：3 次运行。"}
+
+        def gettext(self, message: str) -> str:
+            return self._catalog.get(message, message)
+
+    warned: list[str] = []
+    logger = SimpleNamespace(warning=lambda message, **kwargs: warned.append(message))
+    monkeypatch.setattr(i18n_book, "_catalogue", lambda app, docname: Catalogue())
+    monkeypatch.setattr("sphinx.util.logging.getLogger", lambda name: logger)
+    doctree = publish_doctree("A page.")
+    alts = ["Line plot of MiB against s: 5 runs.", "已经翻译的描述。", "Bar chart of GiB."]
+    for alt in alts:
+        doctree += nodes.container("", nodes.image(uri="x.png", alt=alt))
+    app = SimpleNamespace(
+        builder=SimpleNamespace(name="html"),
+        config=SimpleNamespace(language="zh_CN"),
+        env=SimpleNamespace(docname="page"),
+    )
+    i18n_book._translate_alt(app, doctree)
+    assert [i["alt"] for i in doctree.findall(nodes.image)] == [
+        "MiB 随 s 变化的折线图：5 次运行。", "已经翻译的描述。", "Bar chart of GiB."
+    ]  # fmt: skip
+    assert len(warned) == 1 and "'Bar chart of GiB.'" in warned[0]
+    shown = [r.astext() for r in doctree.findall(nodes.raw)]
+    assert shown == [
+        '<p class="mt-figure-text" aria-hidden="true">图：MiB 随 s 变化的折线图：5 次运行。</p>'
+    ]

@@ -44,6 +44,9 @@ from minitorch_dist.course.i18n_pages import (  # the pages' links, in a module 
 
 __all__ = ["SOURCE_LANGUAGE", "TRANSLATIONS", "figure_text", "page_glue", "switch_target", "setup"]
 
+_CJK = re.compile(r"[\u4e00-\u9fff]")  # a Chinese character: the translations' language
+
+
 _GLUE_ROLE = re.compile(r"(?P<role>\{glue(?::(?P<kind>[a-z]*))?\})`(?P<text>[^`]+)`")
 
 
@@ -138,6 +141,8 @@ def _translate_alt(app: Any, doctree: Any) -> None:
         return
     if app.config.language in (None, SOURCE_LANGUAGE):
         return
+    from sphinx.util import logging
+
     from minitorch_dist.course.catalogues import with_new_numbers
 
     catalog = _catalogue(app, app.env.docname)
@@ -147,6 +152,14 @@ def _translate_alt(app: Any, doctree: Any) -> None:
             image["alt"] = catalog.gettext(alt)
             if image["alt"] == alt:  # a description quoting what ran: this run's numbers
                 image["alt"] = with_new_numbers(alt, getattr(catalog, "_catalog", {})) or alt
+            if image["alt"] == alt and not _CJK.search(alt):  # (a figure directive's :alt:
+                # was translated by Sphinx already)
+                logging.getLogger(__name__).warning(
+                    f"a figure's description is not in the catalogue, so the page shows it in "
+                    f"English: {alt[:120]!r} (run `python -m minitorch_dist.course.i18n "
+                    f"extract` after an English build and translate it)",
+                    location=image,
+                )
             captioned = any(  # a figure's caption, translated, says what it shows
                 isinstance(f, nodes.figure)
                 and any(isinstance(c, nodes.caption) for c in f.children)
