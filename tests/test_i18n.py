@@ -514,6 +514,8 @@ def test_a_figure_description_missing_from_the_catalogue_is_a_build_warning(monk
     alts = ["Line plot of MiB against s: 5 runs.", "已经翻译的描述。", "Bar chart of GiB."]
     for alt in alts:
         doctree += nodes.container("", nodes.image(uri="x.png", alt=alt))
+    caption = nodes.caption("", "图题。")
+    doctree += nodes.figure("", nodes.container("", nodes.image(uri="y.png", alt=alts[0])), caption)
     app = SimpleNamespace(
         builder=SimpleNamespace(name="html"),
         config=SimpleNamespace(language="zh_CN"),
@@ -521,10 +523,15 @@ def test_a_figure_description_missing_from_the_catalogue_is_a_build_warning(monk
     )
     i18n_book._translate_alt(app, doctree)
     assert [i["alt"] for i in doctree.findall(nodes.image)] == [
-        "MiB 随 s 变化的折线图：5 次运行。", "已经翻译的描述。", "Bar chart of GiB."
+        "MiB 随 s 变化的折线图：5 次运行。", "已经翻译的描述。", "Bar chart of GiB.",
+        "MiB 随 s 变化的折线图：5 次运行。",
     ]  # fmt: skip
     assert len(warned) == 1 and "'Bar chart of GiB.'" in warned[0]
-    shown = [r.astext() for r in doctree.findall(nodes.raw)]
+    shown = [(r.parent.tagname, r.astext()) for r in doctree.findall(nodes.raw)]
+    p = '<p class="mt-figure-text" aria-hidden="true">图：'
     assert shown == [
-        '<p class="mt-figure-text" aria-hidden="true">图：MiB 随 s 变化的折线图：5 次运行。</p>'
+        ("container", p + "MiB 随 s 变化的折线图：5 次运行。</p>"),
+        ("container", p + "已经翻译的描述。</p>"),  # a figure directive's :alt:, shown too
+        ("figure", p + "MiB 随 s 变化的折线图：5 次运行。</p>"),  # under the figure's caption
     ]
+    assert doctree.children[-1].children[-1].astext().startswith(p)  # after the caption

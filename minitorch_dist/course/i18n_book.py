@@ -160,12 +160,17 @@ def _translate_alt(app: Any, doctree: Any) -> None:
                     f"extract` after an English build and translate it)",
                     location=image,
                 )
-            captioned = any(  # a figure's caption, translated, says what it shows
-                isinstance(f, nodes.figure)
-                and any(isinstance(c, nodes.caption) for c in f.children)
+            if image["alt"] == alt and not _CJK.search(alt):
+                continue
+            captioned = [  # the description goes under the caption, which says why it is shown
+                f
                 for f in _parents(image)
-            )
-            if image["alt"] != alt and not captioned:
+                if isinstance(f, nodes.figure)
+                and any(isinstance(c, nodes.caption) for c in f.children)
+            ]
+            if captioned:
+                captioned[0].append(figure_text(image["alt"]))
+            else:
                 image.parent.insert(image.parent.index(image) + 1, figure_text(image["alt"]))
 
 
