@@ -182,6 +182,8 @@ def test_the_chinese_build_translates_and_executes_nothing_twice(tmp_path: Path)
     assert 'name="mt-lang-switch" content="../page.html"' in zh
     assert 'name="mt-lang-switch" content="zh_CN/page.html"' in en
     assert "No key" not in run.stderr
+    assert '<span class="pasted-text">一块 NVIDIA H100</span>' in zh  # a glued device, in Chinese
+    assert '<span class="pasted-text">one NVIDIA H100</span>' in en
     # the sidebar: _toc.yml's caption and "N. title" translated, and the book's title
     assert "1. 显存都去哪儿了" in zh and "唯一的部分" in zh and "1. Where the memory goes" not in zh
 
@@ -535,3 +537,25 @@ def test_a_figure_description_missing_from_the_catalogue_is_a_build_warning(monk
         ("figure", p + "MiB 随 s 变化的折线图：5 次运行。</p>"),  # under the figure's caption
     ]
     assert doctree.children[-1].children[-1].astext().startswith(p)  # after the caption
+
+
+def test_every_device_a_result_names_reads_in_chinese() -> None:
+    """Catches a Chinese sentence that says "在 one NVIDIA H100 上": a glued device's name (from
+    a committed result file) is put in Chinese words on the Chinese pages."""
+    import re
+
+    from minitorch_dist.course.i18n_pages import translate_device
+    from minitorch_dist.course.results import RESULTS_DIR, device_of
+
+    devices = set()
+    for path in sorted(RESULTS_DIR.glob("*.md")):
+        try:
+            devices.add(device_of(path.stem))
+        except ValueError:  # a result that names no device is quoted by no chapter as one
+            continue
+    assert {"one NVIDIA H100", "a 2-core CPU without a GPU"} <= devices
+    for device in devices:
+        words = translate_device(device, "zh_CN")
+        assert re.search(r"[\u4e00-\u9fff]", words), device
+        assert not re.search(r"\b(one|a)\b", words), words
+    assert translate_device("4 GiB", "zh_CN") == "4 GiB"  # other glued values are left alone

@@ -40,6 +40,7 @@ from minitorch_dist.course.i18n_pages import (  # the pages' links, in a module 
     _colab_twin,
     _language_switch,
     switch_target,
+    translate_glued_devices,
 )
 
 __all__ = ["SOURCE_LANGUAGE", "TRANSLATIONS", "figure_text", "page_glue", "switch_target", "setup"]
@@ -293,6 +294,7 @@ def setup(app: Any) -> dict[str, Any]:
     _patch_glue_directives()
     app.connect("doctree-read", _translate_alt, priority=900)  # after book_outputs (500)
     app.connect("doctree-read", _translate_widgets)
+    app.connect("doctree-resolved", translate_glued_devices)
     app.connect("html-page-context", _language_switch)
     app.connect("html-page-context", _colab_twin, priority=700)  # after book_links' (600)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

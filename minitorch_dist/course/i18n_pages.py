@@ -1,8 +1,12 @@
-"""The translated book's page links: the language switch on every page, and a translated lab
-page's Colab button (the html-page-context side of :mod:`minitorch_dist.course.i18n_book`)."""
+"""What a translated page shows beyond its catalogue (for :mod:`minitorch_dist.course.i18n_book`):
+the language switch on every page, a translated lab page's Colab button, and the devices that
+glued values name ("measured on one NVIDIA H100", :func:`minitorch_dist.course.results.device_of`),
+in the page's language.
+"""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -46,3 +50,37 @@ def _colab_twin(app: Any, pagename: str, templatename: str, context: dict, doctr
             url = button.get("url", "")
             if button.get("text") == "Colab" and url.endswith(f"/labs/{name}.ipynb"):
                 button["url"] = url[: -len(f"{name}.ipynb")] + f"{language}/{name}.ipynb"
+
+
+#: A device as :func:`minitorch_dist.course.results.device_of` names it, and its words in each
+#: translation (a glued value is what ran, but these are words of the sentence it sits in).
+DEVICE_PHRASES = {
+    "zh_CN": [
+        (re.compile(r"one (NVIDIA .+)"), r"一块 \1"),
+        (re.compile(r"a (\d+)-core CPU without a GPU"), r"一台没有 GPU 的 \1 核 CPU 机器"),
+        (re.compile(r"one (\d+)-core CPU"), r"一台 \1 核 CPU 机器"),
+    ]
+}
+
+
+def translate_device(text: str, language: str) -> str:
+    """``text`` in ``language`` where it is a device's name (``"one NVIDIA H100"``), else as is."""
+    for pattern, words in DEVICE_PHRASES.get(language, []):
+        if pattern.fullmatch(text):
+            return pattern.sub(words, text)
+    return text
+
+
+def translate_glued_devices(app: Any, doctree: Any, docname: str = "") -> None:
+    """On a translated page, a glued value that names a device reads in the page's language
+    (at ``doctree-resolved``: a translated paragraph's glue roles are resolved late)."""
+    from docutils import nodes
+
+    language = app.config.language
+    if language in (None, SOURCE_LANGUAGE) or app.builder.name == "gettext":
+        return
+    for node in list(doctree.findall(nodes.inline)):
+        if "pasted-text" in node.get("classes", []):
+            words = translate_device(node.astext(), language)
+            if words != node.astext():
+                node.children = [nodes.Text(words)]
