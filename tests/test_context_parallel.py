@@ -458,6 +458,7 @@ def test_zigzag_shard_holds_half_chunks_r_and_2cp_minus_1_minus_r(cp):
 
 
 @pytest.mark.lab08
+@pytest.mark.drawn_per_run
 @pytest.mark.task("lab08.4")
 def test_zigzag_at_a_cp_not_stored():
     """lab08.4. Catches a table of tests/fixtures/zigzag.json (cp = 1, 2, 4, 8): at a cp drawn

@@ -98,6 +98,7 @@ def test_top_k_route_held_example_with_ties():
 
 
 @pytest.mark.lab10
+@pytest.mark.drawn_per_run
 @pytest.mark.task("lab10.1")
 def test_top_k_route_ties_on_logits_drawn_per_run():
     """Catches a table of the held example, or torch.topk's order for ties: on logits drawn for
@@ -276,6 +277,7 @@ def test_apply_capacity_held_example():
 
 
 @pytest.mark.lab10
+@pytest.mark.drawn_per_run
 @pytest.mark.task("lab10.2")
 def test_capacity_and_drops_at_sizes_drawn_per_run():
     """Catches a table of the values above: at sizes drawn for this run, C is the least integer

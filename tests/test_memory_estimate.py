@@ -128,6 +128,7 @@ def test_offload_moves_optimizer_states_to_cpu() -> None:
 
 
 @pytest.mark.lab01
+@pytest.mark.drawn_per_run
 @pytest.mark.task("lab01.1")
 def test_model_states_at_sizes_drawn_per_run() -> None:
     """Catches a table of the values printed above: at a parameter count, dp and recipe drawn
@@ -251,6 +252,7 @@ def test_activation_validation() -> None:
 
 
 @pytest.mark.lab01
+@pytest.mark.drawn_per_run
 @pytest.mark.task("lab01.2")
 def test_activations_at_sizes_drawn_per_run() -> None:
     """Catches a table of the values printed above: at sizes drawn for this run (not stored

@@ -178,6 +178,7 @@ def test_fp32_and_tf32_round_trip() -> None:
 
 
 @pytest.mark.lab02
+@pytest.mark.drawn_per_run
 @pytest.mark.task("lab02.1")
 def test_a_format_torch_does_not_have_drawn_per_run() -> None:
     """Catches an encoder or decoder that hands the work to torch's casts (or a table of torch's

@@ -100,6 +100,18 @@ def _enclosing(tree: ast.AST, line: int, prefix: str = "") -> str | None:
     return None
 
 
+def references(tests: dict, first: dict, second: dict) -> dict:
+    """Each test's reference from two runs' recordings (verify.reference); a test whose inputs
+    are drawn per run (``drawn_per_run``) has none to compare, even where the two runs happened
+    to draw the same inputs and a submission's run draws others."""
+    return {
+        n: {k: verify.UNSTABLE for k in first[n]}
+        if tests[n].get("drawn")
+        else verify.reference(first[n], second[n])
+        for n in tests
+    }
+
+
 def record_reference(root: str | os.PathLike, tests: dict, targets: dict[str, str]) -> dict:
     """The reference recordings of ``tests`` on the instructor's tree: each test run twice,
     a value that differed between the runs marked not to compare (judge.reference)."""
@@ -118,7 +130,7 @@ def record_reference(root: str | os.PathLike, tests: dict, targets: dict[str, st
                 f"the reference fails {len(failing)} graded test(s), e.g. {failing[0]}: "
                 f"{claims[failing[0]].reason}"
             )
-        return {n: verify.reference(runs[0][n], runs[1][n]) for n in tests}
+        return references(tests, runs[0], runs[1])
     finally:
         shutil.rmtree(base, ignore_errors=True)
 

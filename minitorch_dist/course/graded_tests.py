@@ -98,7 +98,8 @@ class Graded:
     def pytest_collection_finish(self, session):
         for item in session.items:
             gpu = any(True for _ in item.iter_markers("gpu"))
-            self.tests[item.nodeid] = {"task": task_of(item), "gpu": gpu}
+            drawn = any(True for _ in item.iter_markers("drawn_per_run"))
+            self.tests[item.nodeid] = {"task": task_of(item), "gpu": gpu, "drawn": drawn}
 
 plugin = Graded()
 files = [str(f) for f in lab_files("tests", sys.argv[1:])] or ["tests"]
@@ -110,7 +111,8 @@ sys.exit(0 if code == 0 else 1)
 
 
 def collect_graded(root: str | os.PathLike, labs: list[str]) -> dict[str, dict]:
-    """Each graded test of ``labs`` in the tree at ``root``: nodeid -> its task, whether a GPU."""
+    """Each graded test of ``labs`` in the tree at ``root``: nodeid -> its task, whether it
+    needs a GPU, whether its inputs are drawn per run (``drawn_per_run``)."""
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     env["PYTHONPATH"] = str(root)
     done = subprocess.run(
