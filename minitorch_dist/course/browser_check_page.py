@@ -15,7 +15,8 @@ from html.parser import HTMLParser
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
-CJK = re.compile(r"[\u4e00-\u9fff]")
+from minitorch_dist.course.i18n_pages import CJK
+
 SKIP_PAGES = {"genindex.html", "search.html", "py-modindex.html"}
 SKIP_DIRS = {"_static", "_sources", "_downloads", "_images", "_sphinx_design_static"}
 RAW_TEX = ("$$", "\\(", "\\begin{")

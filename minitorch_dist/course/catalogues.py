@@ -85,8 +85,7 @@ def merge(template: Any, po: Path, language: str = LANGUAGE, *, drop: bool = Tru
             message.string = message.id
         if message.fuzzy and message.previous_id and isinstance(message.id, str):
             # changed in its numbers alone (a description quoting what ran): not fuzzy
-            was = {message.previous_id[0]: message.string}
-            now = with_new_numbers(message.id, was) if message.string else None
+            now = with_new_numbers(message.id, {message.previous_id[0]: message.string})
             if now is not None:
                 message.string, message.previous_id = now, []
                 message.flags.discard("fuzzy")

@@ -120,8 +120,8 @@ def _usable(msgid: str, msgstr: str | None) -> bool:
     from .catalogues import check_translation
 
     return bool(msgstr) and (
-        set(_PLACEHOLDER.findall(msgid)) == set(_PLACEHOLDER.findall(msgstr or ""))
-        and check_translation(msgid, msgstr or "") is None
+        set(_PLACEHOLDER.findall(msgid)) == set(_PLACEHOLDER.findall(msgstr))
+        and check_translation(msgid, msgstr) is None
     )
 
 

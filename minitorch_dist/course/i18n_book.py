@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from minitorch_dist.course.i18n_pages import (  # the pages' links, in a module of their own
+    CJK,
     SOURCE_LANGUAGE,
     TRANSLATIONS,
     _colab_twin,
@@ -44,8 +45,6 @@ from minitorch_dist.course.i18n_pages import (  # the pages' links, in a module 
 )
 
 __all__ = ["SOURCE_LANGUAGE", "TRANSLATIONS", "figure_text", "page_glue", "switch_target", "setup"]
-
-_CJK = re.compile(r"[\u4e00-\u9fff]")  # a Chinese character: the translations' language
 
 
 _GLUE_ROLE = re.compile(r"(?P<role>\{glue(?::(?P<kind>[a-z]*))?\})`(?P<text>[^`]+)`")
@@ -153,7 +152,7 @@ def _translate_alt(app: Any, doctree: Any) -> None:
             image["alt"] = catalog.gettext(alt)
             if image["alt"] == alt:  # a description quoting what ran: this run's numbers
                 image["alt"] = with_new_numbers(alt, getattr(catalog, "_catalog", {})) or alt
-            if image["alt"] == alt and not _CJK.search(alt):  # (a figure directive's :alt:
+            if image["alt"] == alt and not CJK.search(alt):  # (a figure directive's :alt:
                 # was translated by Sphinx already)
                 logging.getLogger(__name__).warning(
                     f"a figure's description is not in the catalogue, so the page shows it in "
@@ -161,7 +160,6 @@ def _translate_alt(app: Any, doctree: Any) -> None:
                     f"extract` after an English build and translate it)",
                     location=image,
                 )
-            if image["alt"] == alt and not _CJK.search(alt):
                 continue
             captioned = [  # the description goes under the caption, which says why it is shown
                 f
@@ -170,9 +168,10 @@ def _translate_alt(app: Any, doctree: Any) -> None:
                 and any(isinstance(c, nodes.caption) for c in f.children)
             ]
             if captioned:
-                captioned[0].append(figure_text(image["alt"]))
+                captioned[0].append(figure_text(image["alt"], app.config.language))
             else:
-                image.parent.insert(image.parent.index(image) + 1, figure_text(image["alt"]))
+                shown = figure_text(image["alt"], app.config.language)
+                image.parent.insert(image.parent.index(image) + 1, shown)
 
 
 #: What a visible figure description starts with, per language ("Figure: ").

@@ -14,6 +14,7 @@ from typing import Any
 #: English site (``_build/html/zh_CN/``) and under ``locales/``.
 SOURCE_LANGUAGE = "en"
 TRANSLATIONS = {"zh_CN": "中文"}
+CJK = re.compile(r"[\u4e00-\u9fff]")  # a Chinese character (zh_CN's text: no spaces between words)
 
 
 def switch_target(pagename: str, language: str | None) -> tuple[str, str]:
