@@ -53,6 +53,7 @@ COURSE_MODULES = {
     "test_notebooks",
     "test_release",
     "test_student_install",
+    "test_stuck",
     "test_vendor",
 }
 

@@ -27,7 +27,6 @@ from __future__ import annotations
 import json
 import os
 import pwd
-import re
 import signal
 import subprocess
 import sys
@@ -37,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from .record import RECORD_DIR_ENV, STOPPED_ENV, TARGETS_ENV, test_folder
+from .stuck import open_plain, stuck_at
 
 __all__ = ["Outcome", "folder_of", "give_to", "run_tests", "sandbox_ids"]
 
@@ -85,15 +85,10 @@ def _kill_session(sid: int) -> None:
             pass
 
 
-def _open_plain(path: Path) -> Any:
-    """``path`` opened for reading, not through a link (the child may plant one)."""
-    return os.fdopen(os.open(path, os.O_RDONLY | os.O_NOFOLLOW), "rb")
-
-
 def _events(path: Path, offset: int) -> tuple[list[dict], int]:
     """New well-formed entries of the child's events file from ``offset``."""
     try:
-        with _open_plain(path) as f:
+        with open_plain(path) as f:
             f.seek(offset)
             data = f.read(_MAX_EVENTS)
     except OSError:
@@ -193,7 +188,7 @@ def run_tests(
                 break
             late = current is not None and time.monotonic() - since > test_timeout
             if late or time.monotonic() > deadline:
-                where = _stuck_at(child.pid, out, tree, targets) if late else None
+                where = stuck_at(child.pid, out, tree, targets) if late else None
                 _kill_session(child.pid)
                 child.wait()
                 if late:
@@ -229,51 +224,6 @@ def run_tests(
             why = "did not run: its test file did not import, or the run stopped"
             results[nodeid] = Outcome("failed", why, f"{why}\n\n{tail}")
     return results
-
-
-_FRAME = re.compile(r'File "([^"]+)", line (\d+) in (\S+)')
-
-
-def _stuck_at(pid: int, out: Path, tree: Path, targets: dict[str, str]) -> tuple[str, str] | None:
-    """Where a stuck test is: the child's processes dump their stacks (record.py registers
-    SIGUSR2 with faulthandler); the innermost frame in a task's file gives (task, " at
-    file:line in function: the line"). None when no frame is in a task's file."""
-    stacks = out / "stacks.txt"
-    start = stacks.lstat().st_size if stacks.exists() else 0
-    try:
-        os.killpg(pid, signal.SIGUSR2)
-    except OSError:
-        return None
-    time.sleep(1.5)
-    try:
-        with _open_plain(stacks) as f:
-            f.seek(start)
-            text = f.read(1 << 20).decode(errors="replace")
-    except OSError:
-        return None
-    owners, by_file = {}, {}  # (file, function) -> task; file -> its tasks
-    for target, task in targets.items():
-        module, _, qualname = target.partition(":")
-        rel = module.replace(".", "/") + ".py"
-        owners[(rel, qualname.split(".")[-1])] = task
-        by_file.setdefault(rel, set()).add(task)
-    root = tree.resolve()
-    for file, number, function in _FRAME.findall(text):
-        try:
-            rel = Path(file).resolve().relative_to(root).as_posix()
-        except ValueError:
-            continue
-        task = owners.get((rel, function))
-        if task is None and len(by_file.get(rel, ())) == 1:
-            task = next(iter(by_file[rel]))  # a helper of the file's only task
-        if task is None:
-            continue
-        try:
-            source = (root / rel).read_text(errors="replace").splitlines()[int(number) - 1]
-        except (OSError, IndexError):
-            source = ""
-        return task, f" at {rel}:{number} in {function}: {source.strip()[:120]}"
-    return None
 
 
 def _log_tail(out: Path, rounds: int) -> str:

@@ -169,19 +169,27 @@ def pytest_addoption(parser: Any) -> None:
         pass
 
 
-_stacks: Any = None  # where SIGUSR2 makes every process of the child dump its stack
+_stacks: Any = None  # where SIGUSR2 makes this process dump its stack (stacks-<pid>.txt)
+
+
+def _dump_stacks_on_sigusr2(base: str) -> None:
+    """SIGUSR2 writes this process's Python stacks into its own file in ``base``: the judge asks
+    a stuck test where it is. One file per process, since the forked ranks, writing at once
+    into one inherited file, interleave their lines beyond reading (SIGUSR1 is the launcher's:
+    its ranks take it for their own deadlock reports)."""
+    import faulthandler
+    import signal
+
+    global _stacks
+    _stacks = open(os.path.join(base, f"stacks-{os.getpid()}.txt"), "a")
+    faulthandler.register(signal.SIGUSR2, file=_stacks, all_threads=True)
 
 
 def pytest_configure(config: Any) -> None:
-    global _stacks
     base = os.environ.get(RECORD_DIR_ENV)
-    if base:  # the judge asks a stuck test where it is (forked ranks inherit the handler;
-        # not SIGUSR1, which the launcher's ranks take for their own deadlock reports)
-        import faulthandler
-        import signal
-
-        _stacks = open(os.path.join(base, "stacks.txt"), "a")
-        faulthandler.register(signal.SIGUSR2, file=_stacks, all_threads=True)
+    if base:
+        _dump_stacks_on_sigusr2(base)
+        os.register_at_fork(after_in_child=lambda: _dump_stacks_on_sigusr2(base))
     _stopped.update(json.loads(os.environ.get(STOPPED_ENV, "{}")))
     install(json.loads(os.environ.get(TARGETS_ENV, "[]")))
 

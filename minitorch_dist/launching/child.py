@@ -145,3 +145,31 @@ def _read(path: str) -> str:
         return ""
     with open(path, errors="replace") as f:
         return _GLOO_CONNECTED.sub("", f.read())
+
+
+def _dump_stacks(procs: list, logs: list[str], wait: float = 5.0) -> None:
+    """Ask stuck ranks to write their Python stacks beside their logs (shown with the error),
+    and wait until each has: its dump file has grown and then stayed the same for 50 ms (a
+    busy machine can take a while to schedule a waiting rank), for at most ``wait`` seconds."""
+    asked = {}  # dump file -> (its rank's process, its size before the signal)
+    for p, log in zip(procs, logs):
+        if p.is_alive():
+            asked[log + ".stack"] = (p, _size(log + ".stack"))
+            os.kill(p.pid, signal.SIGUSR1)
+    deadline = time.monotonic() + wait
+    last: dict[str, int] = {}
+    while asked and time.monotonic() < deadline:
+        time.sleep(0.05)
+        sizes = {path: _size(path) for path in asked}
+        if sizes == last and all(
+            sizes[path] > before or not p.is_alive() for path, (p, before) in asked.items()
+        ):
+            return  # every dump written (or its rank gone), and none grew in the last 50 ms
+        last = sizes
+
+
+def _size(path: str) -> int:
+    try:
+        return os.path.getsize(path)
+    except OSError:
+        return 0

@@ -21,7 +21,6 @@ from __future__ import annotations
 import os
 import pickle
 import shutil
-import signal
 import socket
 import sys
 import tempfile
@@ -36,7 +35,7 @@ import torch.multiprocessing as mp
 
 from minitorch_dist.checks import check_int
 from minitorch_dist.launching.by_value import ByValue
-from minitorch_dist.launching.child import _child, _read, launch_cpu
+from minitorch_dist.launching.child import _child, _dump_stacks, _read, launch_cpu
 from minitorch_dist.launching.frames import short_name, where_ranks_were
 from minitorch_dist.launching.gpu import _run_in_torchrun, torchrun, under_torchrun
 from minitorch_dist.launching.report import (
@@ -60,6 +59,7 @@ __all__ = [
 ]
 
 _GRACE_S = 3.0  # after the first failure, how long the other ranks get to report theirs
+_DUMP_WAIT_S = 5.0  # how long an interrupted launch waits for its ranks' stacks
 _EXIT_GRACE_S = 10.0  # after a success, how long the ranks get to tear down and exit
 
 
@@ -189,7 +189,7 @@ def _fork_and_join(
             reports, unfinished = _collect(procs, conns, timeout)
         except BaseException as e:  # a test's time limit, Ctrl-C: say where the ranks were
             raise _interrupted(e, procs, logs) from None  # the same exception, traced here
-        _dump_stacks([procs[r] for r in unfinished])
+        _dump_stacks([procs[r] for r in unfinished], [logs[r] for r in unfinished])
         if len(reports) == world_size and all(rep.ok for rep in reports.values()):
             for c in conns:  # everyone finished: let the ranks tear the group down together
                 c.send("exit")
@@ -257,20 +257,16 @@ def _collect(procs: list, conns: list, timeout: float) -> tuple[dict[int, _Repor
 def _interrupted(error: BaseException, procs: list, logs: list[str]) -> BaseException:
     """``error``, which stopped the wait for the ranks, with a note saying where each rank was
     in the reader's code and without the waiting loop's frames (the launcher's ``poll``)."""
-    _dump_stacks(procs)
-    note = where_ranks_were([_read(path + ".stack") for path in logs], short_name)
+    deadline = time.monotonic() + _DUMP_WAIT_S
+    while True:  # a rank not yet in the reader's code (a busy machine) is asked again
+        _dump_stacks(procs, logs, wait=max(0.0, deadline - time.monotonic()))
+        note = where_ranks_were([_read(path + ".stack") for path in logs], short_name)
+        if note or time.monotonic() >= deadline or not any(p.is_alive() for p in procs):
+            break
+        time.sleep(0.5)
     if note and hasattr(error, "add_note"):
         error.add_note(note)
     return error.with_traceback(None)
-
-
-def _dump_stacks(procs: list) -> None:
-    """Ask stuck ranks to write their Python stacks into their logs (shown with the error)."""
-    for p in procs:
-        if p.is_alive():
-            os.kill(p.pid, signal.SIGUSR1)
-    if procs:
-        time.sleep(0.3)
 
 
 def _relay(output: list[str], shown: list[int]) -> None:
