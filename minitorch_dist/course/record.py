@@ -19,11 +19,13 @@ about a test's outcome, or skips the recording, gains nothing.
 
 from __future__ import annotations
 
+import faulthandler
 import hashlib
 import importlib
 import inspect
 import json
 import os
+import signal
 import time
 import types
 from typing import Any
@@ -170,26 +172,38 @@ def pytest_addoption(parser: Any) -> None:
 
 
 _stacks: Any = None  # where SIGUSR2 makes this process dump its stack (stacks-<pid>.txt)
+_mask: set = set()  # the forking thread's signal mask before a fork
 
 
 def _dump_stacks_on_sigusr2(base: str) -> None:
     """SIGUSR2 writes this process's Python stacks into its own file in ``base``: the judge asks
     a stuck test where it is. One file per process, since the forked ranks, writing at once
     into one inherited file, interleave their lines beyond reading (SIGUSR1 is the launcher's:
-    its ranks take it for their own deadlock reports)."""
-    import faulthandler
-    import signal
-
+    its ranks take it for their own deadlock reports). A fork holds SIGUSR2 back until the new
+    process has its own file: until then it would still write into its parent's."""
     global _stacks
     _stacks = open(os.path.join(base, f"stacks-{os.getpid()}.txt"), "a")
     faulthandler.register(signal.SIGUSR2, file=_stacks, all_threads=True)
+
+
+def _hold_sigusr2() -> None:
+    global _mask
+    _mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGUSR2})
+
+
+def _release_sigusr2() -> None:
+    signal.pthread_sigmask(signal.SIG_SETMASK, _mask)
 
 
 def pytest_configure(config: Any) -> None:
     base = os.environ.get(RECORD_DIR_ENV)
     if base:
         _dump_stacks_on_sigusr2(base)
-        os.register_at_fork(after_in_child=lambda: _dump_stacks_on_sigusr2(base))
+        os.register_at_fork(
+            before=_hold_sigusr2,
+            after_in_parent=_release_sigusr2,
+            after_in_child=lambda: (_dump_stacks_on_sigusr2(base), _release_sigusr2()),
+        )
     _stopped.update(json.loads(os.environ.get(STOPPED_ENV, "{}")))
     install(json.loads(os.environ.get(TARGETS_ENV, "[]")))
 
