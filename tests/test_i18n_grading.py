@@ -19,13 +19,13 @@ import torch
 from test_autograder import LABS, _gradescope, _run_autograder, _submit_instructors_files
 
 from minitorch_dist.course.autograder import REFERENCE_FILE
+from minitorch_dist.course.i18n_pages import CJK
 from minitorch_dist.course.release import MARKER_FILE, make_release
 
 ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.skipif(
     (ROOT / MARKER_FILE).exists(), reason="this is a student release; these check the instructor's"
 )
-CJK = re.compile(r"[\u4e00-\u9fff]")
 
 
 @pytest.fixture(scope="module")

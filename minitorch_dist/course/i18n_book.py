@@ -167,10 +167,10 @@ def _translate_alt(app: Any, doctree: Any) -> None:
                 if isinstance(f, nodes.figure)
                 and any(isinstance(c, nodes.caption) for c in f.children)
             ]
+            shown = figure_text(image["alt"], app.config.language)
             if captioned:
-                captioned[0].append(figure_text(image["alt"], app.config.language))
+                captioned[0].append(shown)
             else:
-                shown = figure_text(image["alt"], app.config.language)
                 image.parent.insert(image.parent.index(image) + 1, shown)
 
 

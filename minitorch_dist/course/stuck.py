@@ -30,6 +30,8 @@ def stuck_at(pid: int, out: Path, tree: Path, targets: dict[str, str]) -> tuple[
     (task, " at file:line in function: the line"). None when no frame is in a task's file. On
     a busy machine a rank may dump late, or not have reached the task's code yet: the child is
     asked again, for up to ``_STUCK_WAIT_S`` seconds in all."""
+    owners = _owners(targets)
+    root = tree.resolve()
     deadline = time.monotonic() + _STUCK_WAIT_S
     while time.monotonic() < deadline:
         before = _stack_files(out)
@@ -47,7 +49,7 @@ def stuck_at(pid: int, out: Path, tree: Path, targets: dict[str, str]) -> tuple[
                     text = f.read(1 << 20).decode(errors="replace")
             except OSError:
                 continue
-            found = _task_frame(text, tree, targets)
+            found = _task_frame(text, root, owners)
             if found is not None:
                 return found
     return None
@@ -66,24 +68,34 @@ def _stack_files(out: Path) -> dict[Path, int]:
     return sizes
 
 
-def _task_frame(text: str, tree: Path, targets: dict[str, str]) -> tuple[str, str] | None:
-    """(task, " at file:line in function: the line") of the first frame of stack dumps
-    ``text`` in a task's file (:func:`stuck_at`)."""
-    owners, by_file = {}, {}  # (file, function) -> task; file -> its tasks
+def _owners(targets: dict[str, str]) -> dict[tuple[str, str | None], str]:
+    """Which task a frame in a task's file belongs to: (file, function) -> its task, and
+    (file, None) -> the file's only task (a helper of that task), from ``targets``
+    (``module:Qualname`` -> task)."""
+    owners: dict[tuple[str, str | None], str] = {}
+    by_file: dict[str, set[str]] = {}
     for target, task in targets.items():
         module, _, qualname = target.partition(":")
         rel = module.replace(".", "/") + ".py"
         owners[(rel, qualname.split(".")[-1])] = task
         by_file.setdefault(rel, set()).add(task)
-    root = tree.resolve()
+    for rel, tasks in by_file.items():
+        if len(tasks) == 1:
+            owners[(rel, None)] = next(iter(tasks))
+    return owners
+
+
+def _task_frame(
+    text: str, root: Path, owners: dict[tuple[str, str | None], str]
+) -> tuple[str, str] | None:
+    """(task, " at file:line in function: the line") of the first frame of stack dumps
+    ``text`` in a task's file under ``root`` (:func:`_owners`, :func:`stuck_at`)."""
     for file, number, function in _FRAME.findall(text):
         try:
             rel = Path(file).resolve().relative_to(root).as_posix()
         except ValueError:
             continue
-        task = owners.get((rel, function))
-        if task is None and len(by_file.get(rel, ())) == 1:
-            task = next(iter(by_file[rel]))  # a helper of the file's only task
+        task = owners.get((rel, function)) or owners.get((rel, None))
         if task is None:
             continue
         try:
